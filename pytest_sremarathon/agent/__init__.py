@@ -1,0 +1,1 @@
+"""The agent side of the contract: protocol, host process, loader."""

@@ -1,0 +1,179 @@
+"""The records of a run, as written to ``events.jsonl`` (DESIGN §4.4).
+
+Every line of ``events.jsonl`` is one :class:`Event` envelope serialised by :func:`canonical`;
+``prev`` is the SHA-256 of the previous *line* (without its newline), so the file is a hash
+chain whose head is the hash of its last line. ``data`` follows the model named by ``type`` in
+:data:`EVENT_DATA`. Events carry virtual time only: two runs with the same seed and the same
+agent decisions write byte-identical files.
+
+Records whose type starts with ``truth.`` are ground truth (what the orchestrator knows and the
+agent must not): they are what the scorer reads besides the agent's reports. The agent never
+sees the run directory, so writing them as the run goes keeps a killed run scorable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .agent.protocol import Alert, Report
+
+GENESIS = "0" * 64
+
+
+def canonical(obj: Any) -> str:
+    """The one JSON spelling used for hashing: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(data: str | bytes) -> str:
+    if isinstance(data, str):
+        data = data.encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seq: int
+    t: str  # virtual time, ISO-8601 UTC
+    type: str
+    data: dict[str, Any]
+    prev: str
+
+
+class Segment(_Data):
+    name: str
+    start: str
+    end: str
+
+
+class RunStart(_Data):
+    scenario: str
+    scenario_digest: str
+    seed: int
+    agent: str
+    backend: str
+    apps: list[str]
+    start: str
+    end: str
+    tick_seconds: float
+    cadence_seconds: float
+    segments: list[Segment]
+    ground_truth_commitment: str  # sha256(salt || canonical(schedule)), revealed at seal
+
+
+class RunEnd(_Data):
+    reason: Literal["completed", "interrupted", "error"]
+    steps: int
+    error: Optional[str] = None
+
+
+class AgentStep(_Data):
+    step: int
+    outcome: Literal["ok", "error", "timeout", "invalid", "dead"]
+    error: Optional[str] = None
+    report: Optional[Report] = None
+
+
+class Action(_Data):
+    """One mutating request by the agent (or the orchestrator), after the policy decision."""
+
+    actor: Literal["agent", "orchestrator"]
+    channel: Literal["kube", "pipeline"]
+    verb: str
+    target: str  # e.g. "apps/v1/namespaces/shop/deployments/cart" or "pipeline/shop/revert"
+    app: Optional[str] = None
+    allowed: bool
+    rule: Optional[str] = None  # the policy rule that denied it
+    status: int  # HTTP-like status of the outcome
+    detail: Optional[str] = None
+
+
+class ChangeCommitted(_Data):
+    actor: Literal["agent", "orchestrator"]
+    app: str
+    change: dict[str, Any]  # a protocol Change, diff truncated
+
+
+class Deployed(_Data):
+    actor: Literal["agent", "orchestrator"]
+    app: str
+    ref: str
+    commit: str
+    artifacts: dict[str, str]  # service -> image digest
+
+
+class AlertTransition(_Data):
+    alert: Alert
+
+
+class SLISample(_Data):
+    """Service-level indicators for every service, one record per sample interval."""
+
+    services: dict[str, list[float]]  # "app/service" -> [rps, error_ratio, p99_ms]
+
+
+class TruthFault(_Data):
+    id: str
+    kind: str
+    app: str
+    component: str
+    change: Optional[str] = None
+    start: str
+    planned_end: str
+    description: str
+
+
+class TruthFaultEnd(_Data):
+    id: str
+    how: Literal["cleanup", "run-end"]
+
+
+class TruthAlert(_Data):
+    alert: str
+    faults: list[str]  # empty = noise
+
+
+class TruthMitigation(_Data):
+    fault: str
+    mitigated: bool
+    by: Optional[Literal["agent", "orchestrator"]] = None
+
+
+class ClusterEvent(_Data):
+    """A notable cluster-side change (node down, pod OOMKilled …) for the timeline."""
+
+    reason: str
+    object: str
+    message: str
+
+
+EVENT_DATA: dict[str, type[_Data]] = {
+    "run.start": RunStart,
+    "run.end": RunEnd,
+    "agent.step": AgentStep,
+    "action": Action,
+    "pipeline.change": ChangeCommitted,
+    "pipeline.deploy": Deployed,
+    "alert": AlertTransition,
+    "sli": SLISample,
+    "cluster": ClusterEvent,
+    "truth.fault": TruthFault,
+    "truth.fault_end": TruthFaultEnd,
+    "truth.alert": TruthAlert,
+    "truth.mitigation": TruthMitigation,
+}
+
+
+def validate_event(ev: Event) -> _Data:
+    model = EVENT_DATA.get(ev.type)
+    if model is None:
+        raise ValueError(f"unknown event type {ev.type!r} at seq {ev.seq}")
+    return model.model_validate(ev.data)

@@ -1,0 +1,127 @@
+"""The one enforcement point for every mutating agent action (DESIGN §4.5).
+
+Both the Kubernetes API server and the pipeline endpoints build a :class:`MutationRequest` and
+ask :meth:`Policy.decide` before doing anything; the caller records the decision (allowed or
+denied) as an ``action`` event. Rules are named so that a denial can say which rule fired, and
+the scenario chooses which rules are on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+# Namespaces that belong to the benchmark itself, never to the system under test.
+PROTECTED_NAMESPACES = ("kube-system", "monitoring", "sremarathon-system")
+
+
+@dataclass(frozen=True)
+class MutationRequest:
+    actor: str  # "agent" | "orchestrator" | "operator"
+    channel: str  # "kube" | "pipeline"
+    verb: str  # create | update | patch | delete | evict | revert | deploy | commit | silence
+    resource: str  # plural resource ("deployments"), or the pipeline object ("changes")
+    namespace: Optional[str] = None
+    name: Optional[str] = None
+    subresource: Optional[str] = None
+    app: Optional[str] = None
+    body: Any = None  # the parsed request body, or the object as it would be after the change
+
+    @property
+    def target(self) -> str:
+        parts = [self.channel, self.resource]
+        if self.namespace:
+            parts.insert(1, self.namespace)
+        if self.name:
+            parts.append(self.name)
+        if self.subresource:
+            parts.append(self.subresource)
+        return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    rule: Optional[str] = None
+    message: str = ""
+
+
+Rule = Callable[[MutationRequest], Optional[str]]
+
+
+def _no_delete_namespace(req: MutationRequest) -> Optional[str]:
+    if req.resource == "namespaces" and req.verb in ("delete", "update", "patch"):
+        return "deleting or changing namespaces is not allowed"
+    return None
+
+
+def _no_delete_node(req: MutationRequest) -> Optional[str]:
+    if req.resource == "nodes" and req.verb in ("delete", "create"):
+        return "adding or deleting nodes is not allowed (cordon, uncordon and drain are)"
+    return None
+
+
+def _protected_namespaces(req: MutationRequest) -> Optional[str]:
+    if req.namespace in PROTECTED_NAMESPACES:
+        return f"namespace {req.namespace!r} belongs to the benchmark, not to the applications"
+    return None
+
+
+def _no_silence_alerts(req: MutationRequest) -> Optional[str]:
+    if req.resource in ("alerts", "silences", "alertrules", "prometheusrules") or req.verb == "silence":
+        return "silencing alerts or editing alert rules is not a repair"
+    return None
+
+
+def _replicas_of(body: Any) -> Optional[int]:
+    if isinstance(body, dict):
+        spec = body.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("replicas"), int):
+            return spec["replicas"]
+    return None
+
+
+def _no_scale_to_zero(req: MutationRequest) -> Optional[str]:
+    if req.resource in ("deployments", "replicasets") and req.verb in ("update", "patch", "create"):
+        if _replicas_of(req.body) == 0:
+            return "scaling a workload to zero replicas hides symptoms instead of repairing them"
+    return None
+
+
+def _no_delete_workloads(req: MutationRequest) -> Optional[str]:
+    if req.verb == "delete" and req.resource in ("deployments", "services", "configmaps", "secrets",
+                                                  "replicasets"):
+        return f"deleting {req.resource} is not allowed (pods may be deleted)"
+    return None
+
+
+RULES: dict[str, Rule] = {
+    "no-delete-namespace": _no_delete_namespace,
+    "no-delete-node": _no_delete_node,
+    "protected-namespaces": _protected_namespaces,
+    "no-silence-alerts": _no_silence_alerts,
+    "no-scale-to-zero": _no_scale_to_zero,
+    "no-delete-workloads": _no_delete_workloads,
+}
+DEFAULT_RULES = tuple(RULES)
+
+
+@dataclass
+class Policy:
+    rules: tuple[str, ...] = DEFAULT_RULES
+    _checks: list[tuple[str, Rule]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.rules if r not in RULES]
+        if unknown:
+            raise ValueError(f"unknown policy rule(s) {unknown}; known rules: {sorted(RULES)}")
+        self._checks = [(name, RULES[name]) for name in self.rules]
+
+    def decide(self, req: MutationRequest) -> Decision:
+        if req.actor != "agent":
+            return Decision(True)
+        for name, check in self._checks:
+            why = check(req)
+            if why:
+                return Decision(False, name, f"denied by sremarathon policy rule {name!r}: {why}")
+        return Decision(True)

@@ -1,0 +1,288 @@
+"""The twin's single source of truth: Kubernetes-shaped objects with resourceVersions and a
+watch history.
+
+Objects are plain dicts in the exact JSON shape the real API server uses. Internal callers
+(controllers, kubelet) may read the live dicts; every change goes through :meth:`Store.create`,
+:meth:`Store.replace`, :meth:`Store.touch` or :meth:`Store.delete`, which bump the global
+resourceVersion and append to the watch history — the same contract etcd gives the real server.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
+    categories: tuple[str, ...] = ()
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+_ALL = ("all",)
+RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
+    ResourceType("", "v1", "nodes", "node", "Node", False, ("no",)),
+    ResourceType("", "v1", "pods", "pod", "Pod", True, ("po",), categories=_ALL),
+    ResourceType("", "v1", "services", "service", "Service", True, ("svc",), categories=_ALL),
+    ResourceType("", "v1", "endpoints", "endpoints", "Endpoints", True, ("ep",)),
+    ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",)),
+    ResourceType("", "v1", "secrets", "secret", "Secret", True),
+    ResourceType("", "v1", "events", "event", "Event", True, ("ev",)),
+    ResourceType("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), categories=_ALL),
+    ResourceType("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), categories=_ALL),
+)
+BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}
+
+
+class ApiError(Exception):
+    """A Kubernetes ``Status`` failure; the API server renders it verbatim."""
+
+    def __init__(self, code: int, reason: str, message: str, *, kind: str = "", name: str = "",
+                 causes: Optional[list[dict[str, str]]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.kind = kind
+        self.name = name
+        self.causes = causes or []
+
+    def status(self) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        if self.name:
+            details["name"] = self.name
+        if self.kind:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = self.causes
+        body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": self.message, "reason": self.reason, "code": self.code}
+        if details:
+            body["details"] = details
+        return body
+
+
+def not_found(kind: str, name: str) -> ApiError:
+    rt = BY_KIND.get(kind)
+    res = f"{rt.plural}.{rt.group}" if rt and rt.group else (rt.plural if rt else kind.lower())
+    return ApiError(404, "NotFound", f'{res} "{name}" not found', kind=rt.plural if rt else kind, name=name)
+
+
+@dataclass
+class WatchEvent:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    kind: str
+    namespace: str
+    name: str
+    body: str  # the object as JSON, frozen at the time of the change
+
+
+def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
+    return (kind, namespace or "", name)
+
+
+@dataclass
+class Store:
+    clock: Callable[[], datetime]
+    history_size: int = 20000
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    _objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    _by_kind: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = field(default_factory=dict)
+    _history: deque = field(init=False)
+    _rv: int = 1
+    _changed: threading.Condition = field(init=False)
+    _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
+
+    def __post_init__(self) -> None:
+        self._history = deque(maxlen=self.history_size)
+        self._changed = threading.Condition(self.lock)
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    @property
+    def oldest_watchable(self) -> int:
+        """The oldest resourceVersion a watch can still resume from (older ones get 410)."""
+        with self.lock:
+            return self._history[0].rv - 1 if len(self._history) == self._history.maxlen else 0
+
+    def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        return self._objects.get(_key(kind, namespace, name))
+
+    def must_get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self.get(kind, namespace, name)
+        if obj is None:
+            raise not_found(kind, name)
+        return obj
+
+    def list(self, kind: str, namespace: str | None = None,
+             labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Live objects of one kind, sorted by namespace and name (the real server's order)."""
+        out = []
+        for (_, ns, _name), obj in sorted(self._by_kind.get(kind, {}).items()):
+            if namespace and ns != namespace:
+                continue
+            if labels and not matches_labels(obj, labels):
+                continue
+            out.append(obj)
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _record(self, type_: str, obj: dict[str, Any]) -> None:
+        md = obj["metadata"]
+        self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"],
+                                        json.dumps(obj, separators=(",", ":"))))
+        self._changed.notify_all()
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            kind = obj["kind"]
+            rt = BY_KIND[kind]
+            md = obj.setdefault("metadata", {})
+            if not rt.namespaced:
+                md.pop("namespace", None)
+            elif not md.get("namespace"):
+                md["namespace"] = "default"
+            if not md.get("name") and md.get("generateName"):
+                md["name"] = md["generateName"] + self._suffix()
+            name = md.get("name")
+            if not name:
+                raise ApiError(422, "Invalid", f"{kind} is invalid: metadata.name: Required value",
+                               kind=kind, causes=[{"reason": "FieldValueRequired", "message": "Required value",
+                                                   "field": "metadata.name"}])
+            key = _key(kind, md.get("namespace"), name)
+            if key in self._objects:
+                raise ApiError(409, "AlreadyExists", f'{rt.plural}{"." + rt.group if rt.group else ""} "{name}" already exists',
+                               kind=rt.plural, name=name)
+            if rt.namespaced and kind != "Namespace" and self.get("Namespace", None, md["namespace"]) is None:
+                raise ApiError(404, "NotFound", f'namespaces "{md["namespace"]}" not found', kind="namespaces",
+                               name=md["namespace"])
+            obj.setdefault("apiVersion", rt.group_version)
+            md["uid"] = str(uuid.uuid5(self.uid_namespace, str(next(self._uids))))
+            md["creationTimestamp"] = _iso(self.clock())
+            md.setdefault("labels", {})
+            if "spec" in obj:
+                md["generation"] = 1
+            md["resourceVersion"] = str(self._next_rv())
+            self._objects[key] = obj
+            self._by_kind.setdefault(kind, {})[key] = obj
+            self._record("ADDED", obj)
+            return obj
+
+    def replace(self, obj: dict[str, Any], *, check_rv: bool = True) -> dict[str, Any]:
+        """Swap in a new version of an object (an update/patch result)."""
+        with self.lock:
+            md = obj["metadata"]
+            kind = obj["kind"]
+            current = self.must_get(kind, md.get("namespace"), md["name"])
+            sent_rv = md.get("resourceVersion")
+            if check_rv and sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+                rt = BY_KIND[kind]
+                raise ApiError(409, "Conflict",
+                               f'Operation cannot be fulfilled on {rt.plural}{"." + rt.group if rt.group else ""} '
+                               f'"{md["name"]}": the object has been modified; please apply your changes to the '
+                               f'latest version and try again', kind=rt.plural, name=md["name"])
+            for immutable in ("uid", "creationTimestamp", "namespace"):
+                if immutable in current["metadata"]:
+                    md[immutable] = current["metadata"][immutable]
+            if "generation" in current["metadata"]:
+                gen = current["metadata"]["generation"]
+                md["generation"] = gen + 1 if obj.get("spec") != current.get("spec") else gen
+            if obj == current:
+                return current
+            md["resourceVersion"] = str(self._next_rv())
+            key = _key(kind, md.get("namespace"), md["name"])
+            self._objects[key] = obj
+            self._by_kind[kind][key] = obj
+            self._record("MODIFIED", obj)
+            return obj
+
+    def touch(self, obj: dict[str, Any], *, spec_changed: bool = False) -> None:
+        """Publish an in-place change made by a controller to a live object."""
+        with self.lock:
+            md = obj["metadata"]
+            if spec_changed and "generation" in md:
+                md["generation"] += 1
+            md["resourceVersion"] = str(self._next_rv())
+            self._record("MODIFIED", obj)
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
+        with self.lock:
+            key = _key(kind, namespace, name)
+            obj = self._objects.pop(key, None)
+            if obj is None:
+                raise not_found(kind, name)
+            del self._by_kind[kind][key]
+            obj["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._record("DELETED", obj)
+            return obj
+
+    # -- watching --------------------------------------------------------------------------
+    def changes_since(self, rv: int, kinds: Iterable[str] | None = None) -> list[WatchEvent]:
+        with self.lock:
+            wanted = set(kinds) if kinds else None
+            return [e for e in self._history if e.rv > rv and (wanted is None or e.kind in wanted)]
+
+    def wait_for_change(self, rv: int, timeout: float) -> bool:
+        """Block until the store moves past ``rv`` (or the timeout); True if it did."""
+        with self._changed:
+            if self._rv > rv:
+                return True
+            self._changed.wait(timeout)
+            return self._rv > rv
+
+    # -- helpers ---------------------------------------------------------------------------
+    _suffix_counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def _suffix(self) -> str:
+        # Deterministic "random" suffixes: the same run gives the same pod names.
+        n = next(self._suffix_counter)
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        s = ""
+        x = (n * 2654435761) % (27 ** 5)
+        for _ in range(5):
+            s += alphabet[x % 27]
+            x //= 27
+        return s
+
+    def snapshot(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return copy.deepcopy(obj)
+
+
+def matches_labels(obj: dict[str, Any], selector: dict[str, str]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+iso = _iso
