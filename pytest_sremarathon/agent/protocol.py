@@ -59,6 +59,35 @@ class Change(_Record):
     diff: str = ""
 
 
+class ServiceError(Exception):
+    """A pipeline or telemetry call failed.
+
+    ``message`` is the server's own message (e.g. the policy rule that denied a revert);
+    ``status`` is the HTTP status, or ``None`` when the server could not be reached.
+    """
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message, status)
+        self.message = message
+        self.status = status
+
+    @property
+    def denied(self) -> bool:
+        """True when the policy layer refused the call (HTTP 403)."""
+        return self.status == 403
+
+    def __str__(self) -> str:
+        return f"HTTP {self.status}: {self.message}" if self.status is not None else self.message
+
+
+class PipelineError(ServiceError):
+    """Raised by :class:`Pipeline` methods."""
+
+
+class TelemetryError(ServiceError):
+    """Raised by :class:`Telemetry` methods."""
+
+
 @runtime_checkable
 class Pipeline(Protocol):
     def changes(self, app: str) -> list[Change]: ...

@@ -1,0 +1,1 @@
+"""Alerting: rules over metrics and objects, background noise, and the alert history."""

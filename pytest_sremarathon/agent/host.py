@@ -1,0 +1,616 @@
+"""Run an untrusted agent in its own process and talk to it one step at a time.
+
+:class:`AgentHost` owns the agent's process (see ``worker.py`` for the wire framing):
+
+* **Process.** ``python -m pytest_sremarathon.agent.worker`` for ``--agent=pkg.mod:Class``, or the
+  user's command for ``--agent-cmd``; its own session/process group, cwd = the workspace, an
+  environment scrubbed to ``PATH``, ``HOME`` (= workspace), ``LANG``, ``KUBECONFIG``, ``TMPDIR``
+  (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots, minus anything under a hidden
+  path). The endpoint token travels only inside the setup message — never argv or environment.
+* **Isolation.** When ``unshare`` works (detected once per interpreter), the process runs in new
+  mount + PID namespaces with a private ``/proc``: it sees no process of ours (no environ,
+  cmdline or memory), every ``hide`` path is covered by an empty read-only tmpfs (the workspace
+  and kubeconfig are bound back if they live under one), the rest of the filesystem is
+  read-only except the workspace, and all capabilities are dropped (``worker.sandbox``).
+  :attr:`AgentHost.isolation` is ``"namespaces"`` or ``"none"`` (plain subprocess) for the
+  record; ``isolation_detail`` says why.
+* **Failures never stop the marathon.** A step that raises → ``"error"`` (one line; the
+  traceback goes to the agent's stderr log); garbage → ``"invalid"``; no answer within
+  ``step_budget`` wall seconds → ``"timeout"``; the process gone → ``"dead"``. After a timeout,
+  a death or an unreadable protocol line the whole process group is killed (the PID namespace
+  dies with it) and the next step starts a fresh process and re-runs ``setup``.
+* **Setup failures.** A failed setup is returned as that call's outcome and retried at the next
+  step; after ``max_setup_failures`` consecutive failures (default 3) the agent is *disabled*:
+  every later step is ``"dead"`` at once with the last setup error. A successful setup resets
+  the count.
+* **stderr** of every incarnation is appended to ``stderr_path`` (tracebacks and host notes too,
+  prefixed ``[sremarathon]``), capped at ``stderr_cap`` bytes (5 MB) with a truncation note.
+* Waiting is bounded everywhere: a reader thread feeds a queue read with deadlines, a writer
+  thread absorbs a peer that does not read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, Literal, Optional, Union
+
+from pydantic import ValidationError
+
+from ..events import AgentStep
+from .loader import one_line
+from .protocol import EnvironmentWire, ObservationWire, Report
+
+__all__ = ["AgentHost", "AgentSpec", "StepOutcome", "Outcome", "detect_isolation"]
+
+Outcome = Literal["ok", "error", "timeout", "invalid", "dead"]
+Isolation = Literal["namespaces", "none"]
+
+MAX_LINE = 32 * 1024 * 1024
+STDERR_CAP = 5 * 1024 * 1024
+WORKER_MODULE = "pytest_sremarathon.agent.worker"
+
+
+# --- public records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Which agent to run: ``agent="pkg.mod:Class"`` (``--agent``) or ``cmd=[argv…]``
+    (``--agent-cmd``)."""
+
+    agent: Optional[str] = None
+    cmd: Optional[tuple[str, ...]] = None
+
+    def __post_init__(self) -> None:
+        if (self.agent is None) == (self.cmd is None):
+            raise ValueError("AgentSpec needs exactly one of agent= or cmd=")
+        if self.cmd is not None and not self.cmd:
+            raise ValueError("AgentSpec.cmd is empty")
+
+    @classmethod
+    def from_options(cls, agent: Optional[str] = None, agent_cmd: Optional[str] = None,
+                     *, cwd: Optional[Path] = None) -> "AgentSpec":
+        """From the ``--agent`` / ``--agent-cmd`` option strings. A command path containing a
+        slash is made absolute against ``cwd`` (the invocation directory), because the agent
+        runs in its workspace."""
+        if agent_cmd is not None:
+            argv = shlex.split(agent_cmd)
+            if not argv:
+                raise ValueError("--agent-cmd is empty")
+            if "/" in argv[0] and not os.path.isabs(argv[0]):
+                argv[0] = os.path.abspath(os.path.join(cwd or os.getcwd(), argv[0]))
+            return cls(cmd=tuple(argv))
+        if agent is None:
+            raise ValueError("one of --agent or --agent-cmd is required")
+        return cls(agent=agent)
+
+    @property
+    def label(self) -> str:
+        """The agent id recorded in the run (``pkg.mod:Class`` or ``cmd:<command line>``)."""
+        return self.agent if self.agent is not None else "cmd:" + shlex.join(self.cmd or ())
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    outcome: Outcome
+    report: Optional[Report]
+    error: Optional[str]
+    wall_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def record(self, step: int) -> AgentStep:
+        """The ``agent.step`` event data for this outcome."""
+        return AgentStep(step=step, outcome=self.outcome, error=self.error, report=self.report)
+
+
+# --- isolation detection --------------------------------------------------------------------
+
+_UNSHARE_FLAGS = ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
+_detected: dict[str, tuple[Isolation, list[str], str]] = {}
+_detect_lock = threading.Lock()
+
+
+def _scrubbed_env(home: str, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH") or os.defpath,
+        "HOME": home,
+        "LANG": os.environ.get("LANG") or "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def _python_path(hide: list[str]) -> str:
+    """The host's import roots that a child of the same interpreter would not already have."""
+    skip_prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    out: list[str] = []
+    for entry in sys.path:
+        path = os.path.realpath(entry or os.getcwd())
+        if not os.path.exists(path) or path in out:
+            continue
+        if any(_under(path, p) for p in skip_prefixes) or any(_under(path, h) for h in hide):
+            continue
+        out.append(path)
+    return os.pathsep.join(out)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def detect_isolation(python: str = sys.executable) -> tuple[Isolation, list[str], str]:
+    """``(mode, unshare prefix argv, detail)``; probed once per interpreter.
+
+    Runs the real sandbox prelude in fresh namespaces against a scratch directory (as root,
+    or as an unprivileged user through ``--user --map-root-user``) and accepts only if hiding,
+    re-exposing, the writable workspace and the capability drop all verifiably worked.
+    """
+    with _detect_lock:
+        if python in _detected:
+            return _detected[python]
+        _detected[python] = result = _probe_isolation(python)
+        return result
+
+
+def _probe_isolation(python: str) -> tuple[Isolation, list[str], str]:
+    if not sys.platform.startswith("linux"):
+        return "none", [], f"no Linux namespaces on {sys.platform}"
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "none", [], "unshare(1) not found"
+    candidates = [[unshare, *_UNSHARE_FLAGS]]
+    candidates.append([unshare, "--user", "--map-root-user", *_UNSHARE_FLAGS])
+    if os.geteuid() != 0:
+        candidates.reverse()
+    last = ""
+    with tempfile.TemporaryDirectory(prefix="sremarathon-probe-") as tmp:
+        hidden = os.path.join(tmp, "hidden")
+        ws = os.path.join(hidden, "ws")
+        os.makedirs(ws)
+        Path(hidden, "secret").write_text("x")
+        Path(hidden, "kubeconfig").write_text("x")
+        env = _scrubbed_env(ws, {"PYTHONPATH": _python_path([hidden])})
+        for prefix in candidates:
+            argv = [*prefix, "--", python, "-m", WORKER_MODULE, "--sandbox", "--probe", "--hide", hidden,
+                    "--keep", os.path.join(hidden, "kubeconfig"), "--writable", ws]
+            try:
+                proc = subprocess.run(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                                      capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                last = one_line(exc)
+                continue
+            if proc.returncode != 0:
+                last = one_line(proc.stderr.decode(errors="replace")) or f"exit code {proc.returncode}"
+                continue
+            try:
+                checks = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                last = "probe gave no answer"
+                continue
+            good = (checks.get("hide_ok") and checks.get("keep_ok") and checks.get("writable_ok")
+                    and checks.get("cap_eff") == "0" * 16 and checks.get("pid") == 1)
+            if good:
+                how = "user namespace" if "--user" in prefix else "root"
+                ro = "read-only root" if checks.get("readonly_root") else "root left writable"
+                return "namespaces", prefix, f"mount+pid namespaces ({how}), hidden paths, {ro}, no capabilities"
+            last = f"probe checks failed: {checks}"
+    return "none", [], f"namespaces unavailable: {last}"
+
+
+# --- the agent's process --------------------------------------------------------------------
+
+
+class _StderrLog:
+    """Append-only, size-capped log of the agent's stderr across incarnations."""
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self.path = path
+        self.cap = cap
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "ab")
+        self._size = self._fh.tell()
+        self._truncated = self._size >= cap
+        self._lock = threading.Lock()
+        self.last_line = ""
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            for line in data.decode("utf-8", "replace").splitlines():
+                if line.strip() and not line.startswith("[sremarathon]"):
+                    self.last_line = line.strip()
+            if self._fh.closed or self._truncated:
+                return
+            room = self.cap - self._size
+            if len(data) > room:
+                data = data[:max(room, 0)]
+                data += f"\n[sremarathon] agent stderr truncated at {self.cap} bytes; further output discarded\n".encode()
+                self._truncated = True
+            self._fh.write(data)
+            self._fh.flush()
+            self._size += len(data)
+
+    def note(self, text: str) -> None:
+        self.write(("[sremarathon] " + text.rstrip("\n") + "\n").encode())
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+_EOF = object()
+_OVERSIZE = object()
+
+
+class _Process:
+    """One incarnation of the agent's process with its pump threads."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log: _StderrLog) -> None:
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True, close_fds=True)
+        self.log = log
+        self.lines: "queue.Queue[Any]" = queue.Queue()
+        self._outbox: "queue.Queue[Optional[bytes]]" = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._read_stdout, name="agent-stdout", daemon=True),
+            threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True),
+            threading.Thread(target=self._write_stdin, name="agent-stdin", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read_stdout(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        try:
+            while True:
+                line = out.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    self.lines.put(_OVERSIZE)
+                    while line and not line.endswith(b"\n"):  # skip the rest of that line
+                        line = out.readline(1024 * 1024)
+                    continue
+                self.lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self.lines.put(_EOF)
+
+    def _read_stderr(self) -> None:
+        err = self.proc.stderr
+        assert err is not None
+        try:
+            while True:
+                chunk = err.read1(65536)  # type: ignore[union-attr]
+                if not chunk:
+                    break
+                self.log.write(chunk)
+        except (OSError, ValueError):
+            pass
+
+    def _write_stdin(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            while True:
+                data = self._outbox.get()
+                if data is None:
+                    break
+                stdin.write(data)
+                stdin.flush()
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                stdin.close()
+            except (OSError, ValueError):
+                pass
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self._outbox.put(json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+
+    def recv(self, deadline: float) -> Any:
+        """The next stdout line, :data:`_EOF`, :data:`_OVERSIZE`, or ``None`` at the deadline."""
+        try:
+            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+
+    def drain(self) -> list[bytes]:
+        stale: list[bytes] = []
+        while True:
+            try:
+                item = self.lines.get_nowait()
+            except queue.Empty:
+                return stale
+            if item is _EOF:
+                self.lines.put(_EOF)
+                return stale
+            if isinstance(item, bytes):
+                stale.append(item)
+
+    def exit_description(self, wait: float = 1.0) -> str:
+        """How the process ended, read without reaping it (its pid keeps the group id reserved
+        until :meth:`kill` has signalled the group)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+            except ChildProcessError:
+                info = None
+                code = self.proc.returncode
+                if code is None:
+                    return "agent process ended"
+                break
+            if info is not None:
+                code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+                break
+            if time.monotonic() > deadline:
+                return "agent process closed its output but is still running"
+            time.sleep(0.02)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"agent process was killed by {name}"
+        return f"agent process exited with code {code}"
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:  # not reaped yet, so the group id is still ours
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the whole group; the PID namespace dies with it
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.kill()  # in case the agent left the group (setsid) without namespaces
+        except OSError:
+            pass
+        self._finish(5.0)
+
+    def close(self, grace: float) -> None:
+        """Close stdin, give the agent ``grace`` seconds to leave, then kill what is left."""
+        self._outbox.put(None)
+        self._threads[0].join(timeout=grace)  # stdout reaches EOF when the agent has exited
+        self.kill()
+
+    def _finish(self, wait: float) -> None:
+        self._outbox.put(None)
+        try:
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            pass
+        for t in self._threads:
+            t.join(timeout=1.0)
+        for f in (self.proc.stdout, self.proc.stderr):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+
+# --- the host -------------------------------------------------------------------------------
+
+
+class AgentHost:
+    """One agent for one run. Not thread-safe: the marathon loop calls it from one thread."""
+
+    def __init__(self, spec: AgentSpec, env: EnvironmentWire, *, step_budget: float, stderr_path: Path,
+                 hide: list[Path], setup_budget: Optional[float] = None, max_setup_failures: int = 3,
+                 stderr_cap: int = STDERR_CAP, isolation: Literal["auto", "namespaces", "none"] = "auto",
+                 python: str = sys.executable) -> None:
+        if step_budget <= 0:
+            raise ValueError("step_budget must be positive")
+        self.spec = spec
+        self.env = env
+        self.step_budget = float(step_budget)
+        self.setup_budget = float(setup_budget if setup_budget is not None else max(step_budget, 30.0))
+        self.max_setup_failures = max(1, int(max_setup_failures))
+        self.python = python
+        self.workspace = Path(env.workspace).resolve()
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.hide = [str(Path(p).resolve()) for p in hide]
+        self._log = _StderrLog(Path(stderr_path), stderr_cap)
+        if isolation == "none":
+            self.isolation: Isolation = "none"
+            self._prefix: list[str] = []
+            self.isolation_detail = "disabled by configuration"
+        else:
+            self.isolation, self._prefix, self.isolation_detail = detect_isolation(python)
+            if isolation == "namespaces" and self.isolation != "namespaces":
+                raise RuntimeError(f"agent isolation required but {self.isolation_detail}")
+        self._proc: Optional[_Process] = None
+        self._next_id = 0
+        self.starts = 0               # processes started (1 + restarts)
+        self.setup_failures = 0       # consecutive failed setups
+        self.disabled: Optional[str] = None  # why the agent was given up on
+        self._closed = False
+
+    # -- lifecycle --
+
+    def __enter__(self) -> "AgentHost":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None
+
+    def start(self) -> StepOutcome:
+        """Start the process and run setup. Failure is returned (and retried by ``step``)."""
+        t0 = time.monotonic()
+        if self._closed or self.disabled:
+            return StepOutcome("dead", None, self.disabled or "agent host is closed", 0.0)
+        if self._proc is not None:
+            return StepOutcome("ok", None, None, 0.0)
+        return replace(self._start(), wall_seconds=time.monotonic() - t0)
+
+    def step(self, obs: Union[ObservationWire, dict[str, Any]]) -> StepOutcome:
+        t0 = time.monotonic()
+        wire = obs if isinstance(obs, ObservationWire) else ObservationWire.model_validate(obs)
+        if self._proc is None:
+            if self._closed or self.disabled:
+                return StepOutcome("dead", None, self.disabled or "agent host is closed", 0.0)
+            started = self._start()
+            if not started.ok:
+                return replace(started, wall_seconds=time.monotonic() - t0)
+        out = self._exchange({"op": "step", "obs": wire.model_dump(mode="json")}, self.step_budget, "step")
+        return replace(out, wall_seconds=time.monotonic() - t0)
+
+    def close(self) -> None:
+        """Ask the agent to stop, then kill whatever is left. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.send({"op": "close", "id": self._new_id()})
+            proc.close(grace=2.0)
+        self._log.close()
+
+    # -- internals --
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _argv(self) -> list[str]:
+        if self.spec.cmd is not None:
+            inner = list(self.spec.cmd)
+        else:
+            inner = [self.python, "-m", WORKER_MODULE]
+        if self.isolation != "namespaces":
+            return inner
+        sandbox = [self.python, "-m", WORKER_MODULE, "--sandbox", "--writable", str(self.workspace),
+                   "--keep", str(Path(self.env.kubeconfig).resolve())]
+        for h in self.hide:
+            sandbox += ["--hide", h]
+        if self.spec.cmd is not None:
+            sandbox += ["--exec", *inner]
+        return [*self._prefix, "--", *sandbox]
+
+    def _child_env(self) -> dict[str, str]:
+        tmp = self.workspace / ".tmp"
+        tmp.mkdir(exist_ok=True)
+        return _scrubbed_env(str(self.workspace), {
+            "KUBECONFIG": str(Path(self.env.kubeconfig).resolve()),
+            "TMPDIR": str(tmp),
+            "PYTHONPATH": _python_path(self.hide),
+        })
+
+    def _start(self) -> StepOutcome:
+        self.starts += 1
+        self._log.note(f"starting agent process #{self.starts} ({self.spec.label}, isolation={self.isolation})")
+        try:
+            self._proc = _Process(self._argv(), self._child_env(), str(self.workspace), self._log)
+        except OSError as exc:
+            out = StepOutcome("dead", None, f"cannot start the agent process: {one_line(exc)}", 0.0)
+            return self._setup_failed(out)
+        msg: dict[str, Any] = {"op": "setup", "env": self.env.model_dump(mode="json")}
+        if self.spec.agent is not None:
+            msg["agent"] = self.spec.agent
+        out = self._exchange(msg, self.setup_budget, "setup")
+        if out.ok:
+            self.setup_failures = 0
+            return out
+        if self._proc is not None:  # a clean refusal: this process is of no further use
+            self._proc.kill()
+            self._proc = None
+        return self._setup_failed(replace(out, error=f"setup: {out.error}"))
+
+    def _setup_failed(self, out: StepOutcome) -> StepOutcome:
+        self.setup_failures += 1
+        if self.setup_failures >= self.max_setup_failures:
+            self.disabled = (f"agent disabled after {self.setup_failures} failed setups; last: {out.error}")
+            self._log.note(self.disabled)
+        return out
+
+    def _exchange(self, msg: dict[str, Any], budget: float, phase: str) -> StepOutcome:
+        proc = self._proc
+        assert proc is not None
+        for stale in proc.drain():
+            self._log.note(f"discarded an unsolicited protocol line: {stale[:200]!r}")
+        msg["id"] = rid = self._new_id()
+        deadline = time.monotonic() + budget
+        proc.send(msg)
+        while True:
+            item = proc.recv(deadline)
+            if item is None:
+                self._log.note(f"{phase} exceeded its budget of {budget:g} s; killing the agent process")
+                self._kill()
+                return StepOutcome("timeout", None, f"{phase} exceeded its budget of {budget:g} s", 0.0)
+            if item is _EOF:
+                why = proc.exit_description()
+                if self._log.last_line:
+                    why += f"; last stderr line: {one_line(self._log.last_line, 300)}"
+                self._log.note(f"{why} during {phase}")
+                self._kill()
+                return StepOutcome("dead", None, why, 0.0)
+            if item is _OVERSIZE:
+                return self._garbage(f"agent wrote a protocol line longer than {MAX_LINE} bytes")
+            try:
+                reply = json.loads(item)
+            except ValueError:
+                return self._garbage(f"agent wrote a non-JSON line to the protocol: {one_line(item.decode('utf-8', 'replace'), 120)!r}")
+            if not isinstance(reply, dict):
+                return self._garbage(f"agent answered with a JSON {type(reply).__name__}, expected an object")
+            if "id" in reply and reply["id"] != rid:
+                self._log.note(f"discarded a stale answer (id {reply['id']!r}, waiting for {rid})")
+                continue
+            return self._interpret(reply, phase)
+
+    def _interpret(self, reply: dict[str, Any], phase: str) -> StepOutcome:
+        if "ok" in reply:
+            if reply["ok"] is True:
+                payload = reply.get("report") or {}
+            else:
+                kind = reply.get("kind")
+                error = one_line(reply.get("error") or "agent reported a failure", 1000)
+                tb = reply.get("traceback")
+                if isinstance(tb, str) and tb.strip():
+                    self._log.note(f"{phase} failed: {error}\n{tb[-20000:]}")
+                return StepOutcome("invalid" if kind == "invalid" else "error", None, error, 0.0)
+        else:  # --agent-cmd style: a bare Report (or anything, for setup)
+            payload = {k: v for k, v in reply.items() if k != "id"}
+        if phase == "setup":
+            return StepOutcome("ok", None, None, 0.0)
+        try:
+            report = Report.model_validate(payload)
+        except ValidationError as exc:
+            errs = exc.errors()
+            loc = ".".join(str(x) for x in errs[0].get("loc", ())) or "report"
+            more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+            return StepOutcome("invalid", None, f"invalid report: {loc}: {errs[0].get('msg')}{more}", 0.0)
+        return StepOutcome("ok", report, None, 0.0)
+
+    def _garbage(self, error: str) -> StepOutcome:
+        # The stream can no longer be trusted to stay in step: start afresh next time.
+        self._log.note(error + "; restarting the agent process")
+        self._kill()
+        return StepOutcome("invalid", None, error, 0.0)
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()

@@ -1,0 +1,102 @@
+"""Evaluates the rules and the noise every tick and keeps the alert history the agent sees.
+
+Each alert firing episode gets its own id. ``evaluate`` returns the alerts whose state changed
+this tick (fired or resolved); the caller records them and attributes each newly fired alert
+to the fault(s) behind it — an attribution only the ground truth ever sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..agent.protocol import Alert
+from .noise import NoiseEpisode, NoiseGenerator
+from .rules import Rule
+
+if TYPE_CHECKING:
+    from ..apps import AppSpec
+    from ..twin.cluster import TwinCluster
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@dataclass
+class Transition:
+    alert: Alert
+    noise: bool  # True when no rule produced it (background noise)
+
+
+@dataclass
+class AlertEngine:
+    rules: tuple[Rule, ...]
+    noise: NoiseGenerator
+    alerts: dict[str, Alert] = field(default_factory=dict)
+    _pending: dict[Key, datetime] = field(default_factory=dict)
+    _firing: dict[Key, str] = field(default_factory=dict)
+    _noise_firing: list[tuple[NoiseEpisode, str]] = field(default_factory=list)
+    _noise_waiting: list[NoiseEpisode] = field(default_factory=list)
+    _counter: int = 0
+
+    def _new_id(self) -> str:
+        self._counter += 1
+        return f"alert-{self._counter:05d}"
+
+    def _fire(self, name: str, severity: str, labels: dict[str, str], summary: str, description: str,
+              now: datetime) -> Alert:
+        alert = Alert(id=self._new_id(), name=name, status="firing", severity=severity,
+                      labels={"alertname": name, "severity": severity, **labels},
+                      annotations={"summary": summary, "description": description}, starts_at=now)
+        self.alerts[alert.id] = alert
+        return alert
+
+    def _resolve(self, alert_id: str, now: datetime) -> Alert:
+        alert = self.alerts[alert_id].model_copy(update={"status": "resolved", "ends_at": now})
+        self.alerts[alert_id] = alert
+        return alert
+
+    def evaluate(self, now: datetime, dt: float, cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> list[Transition]:
+        out: list[Transition] = []
+        matching: set[Key] = set()
+        for rule in self.rules:
+            for labels, summary, description in rule.evaluate(cluster, apps):
+                key: Key = (rule.name, tuple(sorted(labels.items())))
+                matching.add(key)
+                since = self._pending.setdefault(key, now)
+                if key not in self._firing and (now - since).total_seconds() >= rule.for_seconds:
+                    alert = self._fire(rule.name, rule.severity, labels, summary, description, now)
+                    self._firing[key] = alert.id
+                    out.append(Transition(alert, noise=False))
+        for key in list(self._pending):
+            if key not in matching:
+                del self._pending[key]
+                alert_id = self._firing.pop(key, None)
+                if alert_id is not None:
+                    out.append(Transition(self._resolve(alert_id, now), noise=False))
+        out.extend(self._noise_tick(now, dt))
+        return out
+
+    def _noise_tick(self, now: datetime, dt: float) -> list[Transition]:
+        out: list[Transition] = []
+        self._noise_waiting.extend(self.noise.tick(now, dt))
+        still_firing = []
+        for episode, alert_id in self._noise_firing:
+            if now >= episode.resolve_at:
+                out.append(Transition(self._resolve(alert_id, now), noise=True))
+                again = self.noise.refire(episode, now)
+                if again is not None:
+                    self._noise_waiting.append(again)
+            else:
+                still_firing.append((episode, alert_id))
+        self._noise_firing = still_firing
+        waiting = []
+        for episode in self._noise_waiting:
+            if now >= episode.fire_at:
+                alert = self._fire(episode.name, episode.severity, episode.labels, episode.summary,
+                                   "Background condition; see the runbook.", now)
+                self._noise_firing.append((episode, alert.id))
+                out.append(Transition(alert, noise=True))
+            else:
+                waiting.append(episode)
+        self._noise_waiting = waiting
+        return out

@@ -1,0 +1,172 @@
+"""Alert rules in the style of a kube-prometheus setup: each has a condition evaluated every
+tick over metrics and cluster objects, a ``for:`` duration and a severity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..twin.objects import condition, pod_is_active, pod_is_ready
+from ..twin.quantity import memory_bytes
+
+if TYPE_CHECKING:
+    from ..apps import AppSpec
+    from ..twin.cluster import TwinCluster
+
+# (labels, summary, description) for every series currently matching a rule
+Match = tuple[dict[str, str], str, str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    severity: str
+    for_seconds: float
+    evaluate: Callable[["TwinCluster", dict[str, "AppSpec"]], Iterator[Match]]
+
+
+def _svc_labels(ns: str, svc: str) -> dict[str, str]:
+    return {"namespace": ns, "app": ns, "service": svc}
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def high_error_rate(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, app in apps.items():
+        for svc in app.services:
+            ratio = _mean(cluster.metrics.window(ns, svc, "error_ratio", 4))
+            if ratio > 0.05:
+                yield (_svc_labels(ns, svc), f"{svc} is failing {ratio:.0%} of requests",
+                       f"Error ratio of {ns}/{svc} over the last 2m is {ratio:.1%} (threshold 5%).")
+
+
+def latency_slo_burn(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, app in apps.items():
+        for svc, spec in app.services.items():
+            if not spec.slo_p99_ms:
+                continue
+            p99 = _mean(cluster.metrics.window(ns, svc, "latency_p99_ms", 4))
+            if p99 > spec.slo_p99_ms:
+                yield (_svc_labels(ns, svc), f"{svc} p99 latency above its SLO",
+                       f"p99 latency of {ns}/{svc} is {p99:.0f}ms, SLO {spec.slo_p99_ms:.0f}ms.")
+
+
+def _app_pods(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[tuple[str, str, dict]]:
+    for ns, app in apps.items():
+        for pod in cluster.store.list("Pod", ns):
+            svc = (pod["metadata"].get("labels") or {}).get("app", "")
+            if svc in app.services:
+                yield ns, svc, pod
+
+
+def crash_looping(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, svc, pod in _app_pods(cluster, apps):
+        for cs in pod.get("status", {}).get("containerStatuses") or []:
+            waiting = cs.get("state", {}).get("waiting") or {}
+            if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
+                                         "CreateContainerConfigError"):
+                yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
+                       f"Pod {ns}/{pod['metadata']['name']} is {waiting['reason']}",
+                       f"Container {cs['name']} of pod {pod['metadata']['name']} is waiting: "
+                       f"{waiting['reason']} (restarts: {cs.get('restartCount', 0)}).")
+
+
+def oom_killed(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, svc, pod in _app_pods(cluster, apps):
+        for cs in pod.get("status", {}).get("containerStatuses") or []:
+            term = (cs.get("lastState") or {}).get("terminated") or {}
+            if term.get("reason") == "OOMKilled" and cs.get("restartCount", 0) > 0:
+                yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
+                       f"Container {cs['name']} in {ns}/{pod['metadata']['name']} was OOMKilled",
+                       f"The container restarted {cs.get('restartCount')} time(s); last exit: OOMKilled.")
+
+
+def pods_not_ready(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, svc, pod in _app_pods(cluster, apps):
+        if pod["spec"].get("nodeName") and pod_is_active(pod) and not pod_is_ready(pod):
+            yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
+                   f"Pod {ns}/{pod['metadata']['name']} has been not ready for 10m",
+                   f"Pod {pod['metadata']['name']} on {pod['spec']['nodeName']} is not ready.")
+
+
+def pods_pending(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, svc, pod in _app_pods(cluster, apps):
+        if not pod["spec"].get("nodeName") and pod_is_active(pod):
+            yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
+                   f"Pod {ns}/{pod['metadata']['name']} cannot be scheduled",
+                   (condition(pod, "PodScheduled") or {}).get("message", "Pod is pending."))
+
+
+def replicas_mismatch(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns, app in apps.items():
+        for d in cluster.store.list("Deployment", ns):
+            want = int(d["spec"].get("replicas", 1))
+            have = int(d.get("status", {}).get("availableReplicas", 0))
+            if have < want:
+                yield ({**_svc_labels(ns, d["metadata"]["name"]), "deployment": d["metadata"]["name"]},
+                       f"Deployment {ns}/{d['metadata']['name']} has {have}/{want} replicas available",
+                       "Deployment has not matched the expected number of replicas for longer than 10 minutes.")
+
+
+def rollout_stuck(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for ns in apps:
+        for d in cluster.store.list("Deployment", ns):
+            c = condition(d, "Progressing")
+            if c and c.get("reason") == "ProgressDeadlineExceeded":
+                yield ({**_svc_labels(ns, d["metadata"]["name"]), "deployment": d["metadata"]["name"]},
+                       f"Rollout of {ns}/{d['metadata']['name']} is stuck",
+                       c.get("message", "progress deadline exceeded"))
+
+
+def memory_near_limit(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for c in cluster.kubelet.containers.values():
+        if c.namespace not in apps or c.state != "running":
+            continue
+        pod = cluster.store.get("Pod", c.namespace, c.pod_name)
+        if pod is None:
+            continue
+        limit = memory_bytes(((pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}).get("memory"))
+        used = cluster.kubelet.memory_of(c)
+        if limit and used > 0.9 * limit:
+            yield ({**_svc_labels(c.namespace, c.service), "pod": c.pod_name},
+                   f"{c.namespace}/{c.pod_name} memory at {used / limit:.0%} of its limit",
+                   f"Working set {used // 2**20}Mi of {limit // 2**20}Mi.")
+
+
+def node_not_ready(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for node in cluster.store.list("Node"):
+        c = condition(node, "Ready")
+        if c and c["status"] != "True":
+            zone = node["metadata"]["labels"].get("topology.kubernetes.io/zone", "")
+            yield ({"node": node["metadata"]["name"], "zone": zone},
+                   f"Node {node['metadata']['name']} is not ready",
+                   f"{node['metadata']['name']} has been unready for more than 2 minutes ({c.get('reason', '')}).")
+
+
+def node_cpu_saturation(cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+    for node in cluster.store.list("Node"):
+        name = node["metadata"]["name"]
+        if not cluster.network.node_up.get(name, False):
+            continue
+        cpu, _ = cluster.node_usage(name)
+        capacity = float(node["status"]["allocatable"]["cpu"]) * 1000
+        if cpu > 0.9 * capacity:
+            yield ({"node": name, "zone": node["metadata"]["labels"].get("topology.kubernetes.io/zone", "")},
+                   f"Node {name} CPU is saturated", f"CPU usage {cpu / capacity:.0%} of allocatable.")
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("ServiceHighErrorRate", "critical", 120, high_error_rate),
+    Rule("ServiceLatencySLOBurn", "warning", 300, latency_slo_burn),
+    Rule("KubePodCrashLooping", "warning", 300, crash_looping),
+    Rule("KubeContainerOOMKilled", "warning", 0, oom_killed),
+    Rule("KubePodNotReady", "warning", 600, pods_not_ready),
+    Rule("KubePodPending", "warning", 600, pods_pending),
+    Rule("KubeDeploymentReplicasMismatch", "warning", 600, replicas_mismatch),
+    Rule("KubeDeploymentRolloutStuck", "warning", 0, rollout_stuck),
+    Rule("ContainerMemoryNearLimit", "warning", 300, memory_near_limit),
+    Rule("KubeNodeNotReady", "critical", 120, node_not_ready),
+    Rule("NodeCPUSaturation", "warning", 600, node_cpu_saturation),
+)

@@ -1,0 +1,131 @@
+"""A real git repository per application. Commits carry the virtual time as author and
+committer date, so the same run produces the same commit ids."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import SremarathonError
+
+REPO_FILES = ("services", "config", "manifests", "tests")  # what of an app template is source
+
+
+class GitError(SremarathonError):
+    pass
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+    @classmethod
+    def parse(cls, s: str) -> "Author":
+        name, _, rest = s.partition("<")
+        return cls(name.strip(), rest.rstrip(">").strip() or "nobody@example.com")
+
+    def __str__(self) -> str:
+        return f"{self.name} <{self.email}>"
+
+
+class GitRepo:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(path.parent), "LANG": "C.UTF-8",
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+        }
+
+    def git(self, *args: str, at: datetime | None = None, author: Author | None = None, check: bool = True,
+            input: str | None = None) -> str:
+        env = dict(self._env)
+        if at is not None:
+            stamp = at.strftime("%Y-%m-%dT%H:%M:%S+0000")
+            env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+        who = author or Author("sremarathon pipeline", "pipeline@sremarathon.local")
+        env.update(GIT_AUTHOR_NAME=who.name, GIT_AUTHOR_EMAIL=who.email,
+                   GIT_COMMITTER_NAME="deploy-bot", GIT_COMMITTER_EMAIL="deploy-bot@sremarathon.local")
+        proc = subprocess.run(["git", *args], cwd=self.path, env=env, capture_output=True, text=True, input=input)
+        if check and proc.returncode != 0:
+            raise GitError(f"git {' '.join(args)} failed in {self.path}: {(proc.stderr or proc.stdout).strip()}")
+        return proc.stdout
+
+    @classmethod
+    def create(cls, path: Path, template: Path, at: datetime, message: str) -> "GitRepo":
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        for name in REPO_FILES:
+            if (template / name).exists():
+                shutil.copytree(template / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        repo = cls(path)
+        repo.git("init", "-q", "-b", "main")
+        repo.git("add", "-A")
+        repo.git("commit", "-q", "-m", message, at=at, author=Author("platform-team", "platform@sremarathon.local"))
+        return repo
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+    def resolve(self, ref: str) -> str:
+        out = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip()
+        if not out:
+            raise GitError(f"unknown ref {ref!r}: give a commit id, a change id, or a branch name")
+        return out
+
+    def commit_all(self, message: str, author: Author, at: datetime) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message, at=at, author=author)
+        return self.head()
+
+    def revert(self, commit: str, author: Author, at: datetime) -> str:
+        self.git("revert", "--no-edit", commit, at=at, author=author, check=False)
+        if self.git("status", "--porcelain").strip():
+            self.git("revert", "--abort", check=False)
+            raise GitError(f"reverting {commit[:12]} conflicts with later changes; revert those first or write a fix")
+        return self.head()
+
+    def diff(self, commit: str) -> str:
+        return self.git("show", "--format=", "--patch", "--no-color", commit)
+
+    def changed_paths(self, commit: str) -> list[str]:
+        return [p for p in self.git("show", "--format=", "--name-only", commit).splitlines() if p]
+
+    def files_at(self, commit: str) -> dict[str, str]:
+        """Every file's text at a commit (one `ls-tree` and one `cat-file --batch`)."""
+        entries = []
+        for line in self.git("ls-tree", "-r", commit).splitlines():
+            meta, path = line.split("\t", 1)
+            _mode, type_, sha = meta.split()
+            if type_ == "blob":
+                entries.append((path, sha))
+        out = subprocess.run(["git", "cat-file", "--batch"], cwd=self.path, env=self._env, capture_output=True,
+                             input="\n".join(sha for _, sha in entries).encode() + b"\n", check=True).stdout
+        files, pos = {}, 0
+        for path, _sha in entries:
+            header_end = out.index(b"\n", pos)
+            size = int(out[pos:header_end].split()[2])
+            files[path] = out[header_end + 1: header_end + 1 + size].decode()
+            pos = header_end + 1 + size + 1
+        return files
+
+    def working_files(self) -> dict[str, str]:
+        files = {}
+        for p in sorted(self.path.rglob("*")):
+            if p.is_file() and ".git" not in p.relative_to(self.path).parts:
+                files[str(p.relative_to(self.path))] = p.read_text()
+        return files
+
+    def log(self) -> list[dict[str, str]]:
+        """Commits newest first: id, author, time (ISO), subject."""
+        out = self.git("log", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s")
+        rows = []
+        for line in out.splitlines():
+            sha, author, when, subject = line.split("\x1f")
+            rows.append({"id": sha, "author": author, "time": when, "message": subject})
+        return rows

@@ -1,0 +1,236 @@
+"""The build-and-deploy pipeline that both the orchestrator's changes and the agent's repairs
+go through: commit → build (unit tests, artifacts) → deploy (ConfigMaps, Services, Deployments
+with the artifacts' image digests) — and revert."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import textwrap
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional
+
+import yaml
+
+from ..agent.protocol import Change
+from ..apps import AppSpec
+from ..events import ChangeCommitted, Deployed
+from ..twin.cluster import TwinCluster
+from ..twin.runtime import Artifact
+from .build import BuildError, build
+from .repo import Author, GitError, GitRepo
+
+Actor = Literal["agent", "orchestrator"]
+CONFIG_HASH = "sremarathon.dev/config-hash"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+
+
+class PipelineError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class ChangeRecord:
+    change: Change
+    commit: str
+    actor: Actor
+
+
+@dataclass
+class AppPipeline:
+    app: AppSpec
+    repo: GitRepo
+    changes: list[ChangeRecord] = field(default_factory=list)
+    deployed: Optional[str] = None  # commit
+    deployed_files: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
+    rendered: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+
+def apply_edit(text: str, find: str, replace: str) -> Optional[str]:
+    """Replace the first occurrence of ``find``; a block written without its indentation
+    (as YAML block scalars store it) matches at the indentation it has in the file."""
+    for indent in ("", "    ", "        ", "            "):
+        f = textwrap.indent(find, indent)
+        if f in text:
+            return text.replace(f, textwrap.indent(replace, indent), 1)
+    return None
+
+
+def _change_kind(paths: list[str]) -> Literal["code", "config", "manifest"]:
+    if any(p.startswith("services/") for p in paths):
+        return "code"
+    if any(p.startswith("config/") for p in paths):
+        return "config"
+    return "manifest"
+
+
+def _service_of(app: AppSpec, paths: list[str]) -> Optional[str]:
+    for p in paths:
+        stem = Path(p).stem
+        if stem in app.services:
+            return stem
+    return None
+
+
+class Pipelines:
+    """One pipeline per application; every action is recorded through ``emit``."""
+
+    def __init__(self, apps: list[AppSpec], cluster: TwinCluster, root: Path, clock: Callable[[], datetime],
+                 emit: Callable[[str, Any], None]) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.emit = emit
+        self.root = root
+        self.apps: dict[str, AppPipeline] = {}
+        for app in apps:
+            repo = GitRepo.create(root / app.namespace, app.root, clock(), f"Import {app.name} {app.description}".strip())
+            self.apps[app.namespace] = AppPipeline(app, repo)
+
+    def _get(self, app: str) -> AppPipeline:
+        p = self.apps.get(app)
+        if p is None:
+            raise PipelineError(404, f"unknown app {app!r}; apps: {', '.join(sorted(self.apps))}")
+        return p
+
+    # -- the agent-visible operations ------------------------------------------------------
+    def changes(self, app: str) -> list[Change]:
+        return [r.change for r in self._get(app).changes]
+
+    def status(self, app: str) -> dict[str, Any]:
+        p = self._get(app)
+        return {"app": app, "head": p.repo.head()[:12], "deployed": (p.deployed or "")[:12],
+                "services": {svc: a.digest for svc, a in sorted(p.artifacts.items())}}
+
+    def revert(self, app: str, change_id: str, actor: Actor) -> Change:
+        p = self._get(app)
+        record = self._find(p, change_id)
+        try:
+            commit = p.repo.revert(record.commit, self._author(actor), self.clock())
+        except GitError as exc:
+            raise PipelineError(409, str(exc)) from None
+        reverted = self._record_commit(p, commit, actor)
+        self.deploy(app, "HEAD", actor)
+        return reverted
+
+    def deploy(self, app: str, ref: str, actor: Actor) -> dict[str, Any]:
+        p = self._get(app)
+        try:
+            commit = p.repo.resolve(self._find(p, ref).commit if self._known(p, ref) else ref)
+        except GitError as exc:
+            raise PipelineError(404, str(exc)) from None
+        files = p.repo.working_files() if commit == p.repo.head() else p.repo.files_at(commit)
+        try:
+            result = build(p.app, files)
+        except BuildError as exc:
+            raise PipelineError(422, str(exc)) from None
+        for artifact in result.artifacts.values():
+            self.cluster.artifacts.put(artifact)
+        message = next((r.change.message for r in reversed(p.changes) if r.commit == commit), "initial import")
+        for obj in self._render(p.app, files, result.artifacts, commit, message):
+            key = (obj["kind"], obj["metadata"]["name"])
+            if p.rendered.get(key) != obj:
+                self.cluster.apply(obj)
+                p.rendered[key] = obj
+        p.deployed, p.deployed_files, p.artifacts = commit, files, result.artifacts
+        self.emit("pipeline.deploy", Deployed(actor=actor, app=app, ref=ref, commit=commit[:12],
+                                              artifacts={s: a.digest for s, a in sorted(result.artifacts.items())}))
+        return {"app": app, "deployed": commit[:12], "tests": result.tests_run,
+                "services": {s: a.digest for s, a in sorted(result.artifacts.items())}}
+
+    # -- the orchestrator's side -----------------------------------------------------------
+    def commit_edits(self, app: str, edits: list[tuple[str, str, str]], message: str, author: str) -> Change:
+        """Apply (file, find, replace) edits as one commit by ``author``; returns the change."""
+        p = self._get(app)
+        for path, find, replace in edits:
+            target = p.repo.path / path
+            edited = apply_edit(target.read_text(), find, replace)
+            if edited is None:
+                raise PipelineError(409, f"{app}/{path}: the text this change edits is not there any more")
+            target.write_text(edited)
+        commit = p.repo.commit_all(message, Author.parse(author), self.clock())
+        return self._record_commit(p, commit, "orchestrator").change
+
+    def head_file(self, app: str, path: str) -> str:
+        target = self._get(app).repo.path / path
+        return target.read_text() if target.exists() else ""
+
+    def deployed_file(self, app: str, path: str) -> str:
+        return self._get(app).deployed_files.get(path, "")
+
+    # -- internals -------------------------------------------------------------------------
+    def _author(self, actor: Actor) -> Author:
+        return Author("sre-agent", "sre-agent@sremarathon.local") if actor == "agent" else \
+            Author("oncall-human", "oncall@sremarathon.local")
+
+    def _known(self, p: AppPipeline, ref: str) -> bool:
+        return any(r.change.id == ref for r in p.changes)
+
+    def _find(self, p: AppPipeline, change_id: str) -> ChangeRecord:
+        for r in p.changes:
+            if r.change.id == change_id or (len(change_id) >= 7 and r.commit.startswith(change_id)):
+                return r
+        raise PipelineError(404, f"no change {change_id!r} in {p.app.namespace}; list them with pipeline.changes(app)")
+
+    def _record_commit(self, p: AppPipeline, commit: str, actor: Actor) -> ChangeRecord:
+        info = p.repo.log()[0]
+        paths = p.repo.changed_paths(commit)
+        diff = p.repo.diff(commit)
+        change = Change(id=commit[:12], app=p.app.namespace, service=_service_of(p.app, paths), kind=_change_kind(paths),
+                        author=info["author"], message=info["message"], time=self.clock(), diff=diff)
+        record = ChangeRecord(change, commit, actor)
+        p.changes.append(record)
+        data = change.model_dump(mode="json")
+        data["diff"] = data["diff"][:4000]
+        self.emit("pipeline.change", ChangeCommitted(actor=actor, app=p.app.namespace, change=data))
+        return record
+
+    def _render(self, app: AppSpec, files: dict[str, str], artifacts: dict[str, Artifact], commit: str,
+                message: str) -> list[dict[str, Any]]:
+        configs: dict[str, dict[str, Any]] = {}
+        for path, text in sorted(files.items()):
+            if path.startswith("config/") and path.endswith(".yaml"):
+                svc = Path(path).stem
+                data = {k: str(v) for k, v in (yaml.safe_load(text) or {}).items()}
+                configs[svc] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": f"{svc}-config", "namespace": app.namespace,
+                                             "labels": {"app": svc, "app.kubernetes.io/part-of": app.name}},
+                                "data": data}
+        objects: list[dict[str, Any]] = list(configs.values())
+        workloads = []
+        for path, text in sorted(files.items()):
+            if not (path.startswith("manifests/") and path.endswith(".yaml")):
+                continue
+            for doc in yaml.safe_load_all(text):
+                if not doc:
+                    continue
+                doc = copy.deepcopy(doc)
+                doc.setdefault("metadata", {})["namespace"] = app.namespace
+                if doc.get("kind") == "Deployment":
+                    self._pin_images(doc, app, artifacts, configs)
+                    doc["metadata"].setdefault("annotations", {})[CHANGE_CAUSE] = f"deploy {commit[:12]}: {message}"
+                    workloads.append(doc)
+                else:
+                    objects.append(doc)
+        return objects + workloads
+
+    @staticmethod
+    def _pin_images(doc: dict[str, Any], app: AppSpec, artifacts: dict[str, Artifact],
+                    configs: dict[str, dict[str, Any]]) -> None:
+        template = doc["spec"]["template"]
+        for c in template["spec"].get("containers") or []:
+            image = c.get("image", "")
+            svc = image.split("/", 1)[1] if image.startswith(f"{app.namespace}/") else None
+            if svc and svc in artifacts:
+                c["image"] = artifacts[svc].image
+        # Roll the pods when their configuration changes (the checksum/config pattern).
+        refs = [e["configMapRef"]["name"] for c in template["spec"].get("containers") or []
+                for e in c.get("envFrom") or [] if "configMapRef" in e]
+        blob = "".join(repr(sorted(configs.get(r[: -len("-config")], {}).get("data", {}).items())) for r in refs)
+        if refs:
+            template.setdefault("metadata", {}).setdefault("annotations", {})[CONFIG_HASH] = \
+                hashlib.sha256(blob.encode()).hexdigest()[:16]

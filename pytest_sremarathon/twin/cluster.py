@@ -1,0 +1,197 @@
+"""The embedded two-zone cluster: objects, control loops, kubelets, network and traffic, advanced
+one tick of virtual time at a time. It is also the API server's source of logs and usage."""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Optional
+
+from ..apps import AppSpec
+from .controllers import Controllers, EndpointsController, NodeLifecycleController
+from .kubelet import Kubelet
+from .metrics import MetricStore
+from .objects import EventRecorder, pod_is_ready, set_condition
+from .runtime import ArtifactStore
+from .scheduler import ZONE, Scheduler
+from .store import Store, iso
+from .traffic import Network, ServiceStats, TrafficEngine
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
+
+
+@dataclass
+class Topology:
+    zones: tuple[str, ...] = ("zone-a", "zone-b")
+    nodes_per_zone: int = 2
+    node_cpu: str = "4"
+    node_memory: str = "16Gi"
+
+    def node_names(self) -> list[tuple[str, str]]:
+        return [(f"worker-{z.split('-')[-1]}{i + 1}", z) for z in self.zones for i in range(self.nodes_per_zone)]
+
+
+def diurnal(t: datetime) -> float:
+    """Traffic shape over the day: trough 35% at 04:00 UTC, peak 100% at 16:00 UTC."""
+    hours = t.hour + t.minute / 60
+    return 0.35 + 0.65 * (0.5 - 0.5 * math.cos(2 * math.pi * (hours - 4) / 24))
+
+
+@dataclass
+class TwinCluster:
+    store: Store
+    apps: list[AppSpec]
+    artifacts: ArtifactStore
+    topology: Topology = field(default_factory=Topology)
+    network: Network = field(default_factory=Network)
+    metrics: MetricStore = field(default_factory=MetricStore)
+    surge: dict[str, float] = field(default_factory=dict)  # app namespace -> traffic multiplier
+    last_stats: dict[tuple[str, str], ServiceStats] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.events = EventRecorder(self.store)
+        self.controllers = Controllers(self.store, self.events)
+        self.endpoints = EndpointsController(self.store)
+        self.node_lifecycle = NodeLifecycleController(self.store, self.events)
+        self.scheduler = Scheduler(self.store, self.events)
+        self.traffic = TrafficEngine(self.store, self.network, self.apps)
+        self.kubelet = Kubelet(self.store, self.events, self.artifacts, self.scheduler, self.traffic,
+                               lambda node: self.network.node_zone.get(node, ""))
+        self.traffic.kubelet = self.kubelet
+        self._ticks = 0
+
+    # -- set-up ----------------------------------------------------------------------------
+    def bootstrap(self) -> None:
+        with self.store.lock:
+            for ns in SYSTEM_NAMESPACES + tuple(a.namespace for a in self.apps):
+                self.store.create({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+            for i, (name, zone) in enumerate(self.topology.node_names()):
+                self.network.node_up[name] = True
+                self.network.node_zone[name] = zone
+                self.store.create(self._node(name, zone, i))
+            now = self.store.clock()
+            for node in self.topology.node_names():
+                self.kubelet.heartbeats[node[0]] = now
+
+    def _node(self, name: str, zone: str, index: int) -> dict[str, Any]:
+        resources = {"cpu": self.topology.node_cpu, "memory": self.topology.node_memory, "pods": "110",
+                     "ephemeral-storage": "100Gi"}
+        node: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                ZONE: zone, "topology.kubernetes.io/region": "twin-1", "node-role.kubernetes.io/worker": ""}},
+            "spec": {"podCIDR": f"10.244.{index + 1}.0/24", "podCIDRs": [f"10.244.{index + 1}.0/24"],
+                     "providerID": f"twin://{zone}/{name}"},
+            "status": {"capacity": dict(resources), "allocatable": dict(resources),
+                       "addresses": [{"type": "InternalIP", "address": f"172.18.0.{index + 2}"},
+                                     {"type": "Hostname", "address": name}],
+                       "nodeInfo": {"kubeletVersion": "v1.32.4", "kubeProxyVersion": "v1.32.4",
+                                    "containerRuntimeVersion": "containerd://1.7.24", "osImage": "Debian GNU/Linux 12 (bookworm)",
+                                    "kernelVersion": "6.1.0-twin", "operatingSystem": "linux", "architecture": "amd64",
+                                    "machineID": f"{index:032x}", "systemUUID": f"{index:08x}-0000-0000-0000-000000000000",
+                                    "bootID": f"{index:08x}-boot"},
+                       "conditions": []}}
+        now = self.store.clock()
+        for type_, status, reason, message in (
+                ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                ("Ready", "True", "KubeletReady", "kubelet is posting ready status")):
+            set_condition(node, type_, status, now, reason, message)
+            node["status"]["conditions"][-1]["lastHeartbeatTime"] = iso(now)
+        return node
+
+    # -- objects from manifests ------------------------------------------------------------
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or update an object from a manifest, keeping what the cluster owns (status,
+        uid, and a scaled replica count when the manifest leaves it out)."""
+        with self.store.lock:
+            md = obj["metadata"]
+            current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
+            if current is None:
+                return self.store.create(copy.deepcopy(obj))
+            new = copy.deepcopy(current)
+            for key in ("spec", "data"):
+                if key in obj:
+                    new[key] = copy.deepcopy(obj[key])
+            for key in ("labels", "annotations"):
+                if key in md:
+                    new["metadata"][key] = {**(current["metadata"].get(key) or {}), **md[key]}
+            if obj["kind"] == "Deployment" and "replicas" not in obj.get("spec", {}):
+                new["spec"]["replicas"] = current["spec"].get("replicas", 1)
+            return self.store.replace(new, check_rv=False)
+
+    # -- time ------------------------------------------------------------------------------
+    def rps(self, app: AppSpec) -> float:
+        return app.traffic.base_rps * diurnal(self.store.clock()) * self.surge.get(app.namespace, 1.0)
+
+    def tick(self, dt: float, rng: random.Random) -> None:
+        with self.store.lock:
+            up = {n for n, ok in self.network.node_up.items() if ok}
+            self.node_lifecycle.reconcile(self.kubelet.heartbeats)
+            self.controllers.reconcile()
+            self.scheduler.reconcile()
+            self.kubelet.tick(up, dt)
+            self.endpoints.reconcile()
+            self.controllers.reconcile()  # let status reach the deployments in the same tick
+            now = self.store.clock()
+            self.traffic.prepare(now, rng)
+            self.last_stats = self.traffic.run(dt, self.rps)
+            self._record_metrics(now, dt)
+            self._ticks += 1
+            if self._ticks % 20 == 0:
+                self.events.expire()
+
+    def _record_metrics(self, now: datetime, dt: float) -> None:
+        per_service: dict[tuple[str, str], dict[str, float]] = {}
+        for app in self.apps:
+            for svc in app.services:
+                per_service[(app.namespace, svc)] = {"cpu_millicores": 0.0, "memory_bytes": 0.0, "restarts": 0.0,
+                                                     "ready_pods": 0.0}
+        for c in self.kubelet.containers.values():
+            m = per_service.get((c.namespace, c.service))
+            if m is None:
+                continue
+            m["cpu_millicores"] += c.cpu_millicores
+            m["memory_bytes"] = max(m["memory_bytes"], float(self.kubelet.memory_of(c)))
+            m["restarts"] += c.restarts
+        for pod in self.store.list("Pod"):
+            key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
+            if key in per_service and pod_is_ready(pod) and self.network.node_up.get(pod["spec"].get("nodeName", ""), False):
+                per_service[key]["ready_pods"] += 1
+        for (ns, svc), m in per_service.items():
+            s = self.last_stats.get((ns, svc))
+            if s is not None and s.requests > 0:
+                m["requests_per_second"] = s.requests / dt
+                m["error_ratio"] = s.errors / s.requests
+                m["latency_p50_ms"] = s.percentile(0.5)
+                m["latency_p99_ms"] = s.percentile(0.99)
+            self.metrics.record(ns, svc, now, m)
+
+    # -- ClusterTelemetry (for the API server) ---------------------------------------------
+    def pod_log(self, namespace: str, pod: str, container: Optional[str], previous: bool) -> list[tuple[datetime, str]]:
+        c = self.kubelet.by_name.get((namespace, pod))
+        if c is None:
+            return []
+        return list(c.previous_logs if previous else c.logs)
+
+    def pod_usage(self, namespace: str, pod: str) -> dict[str, tuple[int, int]]:
+        c = self.kubelet.by_name.get((namespace, pod))
+        if c is None or c.state != "running":
+            return {}
+        return {c.name: (int(c.cpu_millicores), self.kubelet.memory_of(c))}
+
+    def node_usage(self, node: str) -> tuple[int, int]:
+        cpu = mem = 0
+        for c in self.kubelet.containers.values():
+            if c.node == node and c.state == "running":
+                cpu += int(c.cpu_millicores)
+                mem += self.kubelet.memory_of(c)
+        cpu += int(self.network.node_cpu_noise.get(node, 0.0))
+        return cpu + 150, mem + 900 * 2**20  # + system daemons

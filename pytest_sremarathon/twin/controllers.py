@@ -1,0 +1,397 @@
+"""The control loops of kube-controller-manager that a marathon needs: deployments (rolling
+updates, revisions, progress deadline), replica sets, endpoints, node lifecycle (taint-based
+eviction) and garbage collection. Each ``reconcile_*`` is one pass at the current virtual time.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import datetime
+from typing import Any
+
+from .objects import (EventRecorder, condition, controller_of, is_owned_by, owner_ref, pod_is_active,
+                      pod_is_ready, selector_matches, set_condition, template_hash)
+from .store import Store, iso
+
+REVISION = "deployment.kubernetes.io/revision"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+EVICTION_SECONDS = 300  # default tolerationSeconds for the not-ready/unreachable taints
+
+
+def _parse_time(s: str, like: datetime) -> datetime:
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=like.tzinfo)
+
+
+def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        x = total * float(value[:-1]) / 100
+        return math.ceil(x) if round_up else math.floor(x)
+    return int(value)
+
+
+class Controllers:
+    def __init__(self, store: Store, events: EventRecorder) -> None:
+        self.store = store
+        self.events = events
+
+    def reconcile(self) -> None:
+        for d in list(self.store.list("Deployment")):
+            self.reconcile_deployment(d)
+        for rs in list(self.store.list("ReplicaSet")):
+            self.reconcile_replicaset(rs)
+        self.collect_garbage()
+
+    # -- deployments -----------------------------------------------------------------------
+    def _owned_replicasets(self, d: dict[str, Any]) -> list[dict[str, Any]]:
+        ns = d["metadata"]["namespace"]
+        return [rs for rs in self.store.list("ReplicaSet", ns) if is_owned_by(rs, d)]
+
+    def reconcile_deployment(self, d: dict[str, Any]) -> None:
+        now = self.store.clock()
+        spec = d["spec"]
+        desired = int(spec.get("replicas", 1))
+        rss = self._owned_replicasets(d)
+        h = template_hash(spec["template"])
+        new_rs = next((rs for rs in rss if rs["metadata"]["labels"].get("pod-template-hash") == h), None)
+        max_rev = max((int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in rss), default=0)
+        if spec.get("paused"):
+            self._update_deployment_status(d, rss, new_rs, now)
+            return
+        if new_rs is None:
+            new_rs = self._create_replicaset(d, h, max_rev + 1, 0 if rss else desired)
+            rss.append(new_rs)
+        elif int(new_rs["metadata"]["annotations"].get(REVISION, "0")) < max_rev:
+            # Rolling back to an older template: that ReplicaSet becomes the newest revision.
+            new_rs["metadata"]["annotations"][REVISION] = str(max_rev + 1)
+            self._copy_change_cause(d, new_rs)
+            self.store.touch(new_rs)
+        old = [rs for rs in rss if rs is not new_rs]
+        strategy = spec.get("strategy", {}) or {}
+        if strategy.get("type") == "Recreate":
+            self._recreate(d, new_rs, old, desired)
+        else:
+            self._roll(d, new_rs, old, desired, strategy.get("rollingUpdate") or {})
+        self._prune_history(d, old)
+        self._update_deployment_status(d, self._owned_replicasets(d), new_rs, now)
+
+    def _copy_change_cause(self, d: dict[str, Any], rs: dict[str, Any]) -> None:
+        cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
+        if cause:
+            rs["metadata"]["annotations"][CHANGE_CAUSE] = cause
+
+    def _create_replicaset(self, d: dict[str, Any], h: str, revision: int, replicas: int) -> dict[str, Any]:
+        template = copy.deepcopy(d["spec"]["template"])
+        template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = h
+        selector = copy.deepcopy(d["spec"]["selector"])
+        selector.setdefault("matchLabels", {})["pod-template-hash"] = h
+        annotations = {REVISION: str(revision), "deployment.kubernetes.io/desired-replicas": str(d["spec"].get("replicas", 1)),
+                       "deployment.kubernetes.io/max-replicas": str(d["spec"].get("replicas", 1) + 1)}
+        cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
+        if cause:
+            annotations[CHANGE_CAUSE] = cause
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": f"{d['metadata']['name']}-{h}", "namespace": d["metadata"]["namespace"],
+                           "labels": dict(template["metadata"]["labels"]), "annotations": annotations,
+                           "ownerReferences": [owner_ref(d)]},
+              "spec": {"replicas": replicas, "selector": selector, "template": template},
+              "status": {"replicas": 0}}
+        rs = self.store.create(rs)
+        self.events.record(d, "Normal", "ScalingReplicaSet",
+                           f"Scaled up replica set {rs['metadata']['name']} from 0 to {replicas}", "deployment-controller")
+        return rs
+
+    def _scale(self, d: dict[str, Any], rs: dict[str, Any], replicas: int) -> None:
+        current = int(rs["spec"].get("replicas", 0))
+        if current == replicas:
+            return
+        rs["spec"]["replicas"] = replicas
+        rs["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/desired-replicas"] = str(d["spec"].get("replicas", 1))
+        self.store.touch(rs, spec_changed=True)
+        verb = "up" if replicas > current else "down"
+        self.events.record(d, "Normal", "ScalingReplicaSet",
+                           f"Scaled {verb} replica set {rs['metadata']['name']} from {current} to {replicas}",
+                           "deployment-controller")
+
+    def _ready_count(self, rs: dict[str, Any]) -> int:
+        return int(rs.get("status", {}).get("availableReplicas", 0))
+
+    def _roll(self, d: dict[str, Any], new_rs: dict[str, Any], old: list[dict[str, Any]], desired: int,
+              rolling: dict[str, Any]) -> None:
+        surge = _resolve_int_or_percent(rolling.get("maxSurge", "25%"), desired, True)
+        unavailable = _resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), desired, False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        old_total = sum(int(rs["spec"].get("replicas", 0)) for rs in old)
+        new_replicas = int(new_rs["spec"].get("replicas", 0))
+        if not old_total:
+            self._scale(d, new_rs, desired)
+            return
+        # Scale up the new ReplicaSet within the surge budget.
+        room = desired + surge - (old_total + new_replicas)
+        if room > 0 and new_replicas < desired:
+            new_replicas = min(desired, new_replicas + room)
+            self._scale(d, new_rs, new_replicas)
+        # Scale down old ReplicaSets: unhealthy pods first, healthy ones within maxUnavailable.
+        available = sum(self._ready_count(rs) for rs in old) + self._ready_count(new_rs)
+        can_remove = available - (desired - unavailable)
+        for rs in sorted(old, key=lambda r: r["metadata"]["creationTimestamp"]):
+            replicas = int(rs["spec"].get("replicas", 0))
+            if replicas == 0:
+                continue
+            unhealthy = max(0, replicas - self._ready_count(rs))
+            remove = min(replicas, unhealthy + max(0, can_remove))
+            if remove > 0:
+                can_remove -= max(0, remove - unhealthy)
+                self._scale(d, rs, replicas - remove)
+
+    def _recreate(self, d: dict[str, Any], new_rs: dict[str, Any], old: list[dict[str, Any]], desired: int) -> None:
+        for rs in old:
+            self._scale(d, rs, 0)
+        if all(int(rs.get("status", {}).get("replicas", 0)) == 0 for rs in old):
+            self._scale(d, new_rs, desired)
+
+    def _prune_history(self, d: dict[str, Any], old: list[dict[str, Any]]) -> None:
+        limit = int(d["spec"].get("revisionHistoryLimit", 10))
+        idle = [rs for rs in old if int(rs["spec"].get("replicas", 0)) == 0 and int(rs.get("status", {}).get("replicas", 0)) == 0]
+        idle.sort(key=lambda rs: int(rs["metadata"]["annotations"].get(REVISION, "0")))
+        for rs in idle[: max(0, len(idle) - limit)]:
+            self.store.delete("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"])
+
+    def _update_deployment_status(self, d: dict[str, Any], rss: list[dict[str, Any]], new_rs: dict[str, Any] | None,
+                                  now: datetime) -> None:
+        desired = int(d["spec"].get("replicas", 1))
+        total = sum(int(rs.get("status", {}).get("replicas", 0)) for rs in rss)
+        ready = sum(int(rs.get("status", {}).get("readyReplicas", 0)) for rs in rss)
+        available = sum(int(rs.get("status", {}).get("availableReplicas", 0)) for rs in rss)
+        updated = int(new_rs.get("status", {}).get("replicas", 0)) if new_rs else 0
+        status = d.setdefault("status", {})
+        before = copy.deepcopy(status)
+        status.update(observedGeneration=d["metadata"].get("generation", 1), replicas=total, updatedReplicas=updated,
+                      readyReplicas=ready, availableReplicas=available)
+        if total - available > 0:
+            status["unavailableReplicas"] = total - available
+        else:
+            status.pop("unavailableReplicas", None)
+        for k in ("readyReplicas", "availableReplicas", "updatedReplicas", "replicas"):
+            if status.get(k) == 0:
+                status.pop(k)
+        rolling = (d["spec"].get("strategy") or {}).get("rollingUpdate") or {}
+        min_available = desired - _resolve_int_or_percent(rolling.get("maxUnavailable", "25%"), desired, False)
+        if available >= min_available:
+            set_condition(d, "Available", "True", now, "MinimumReplicasAvailable", "Deployment has minimum availability.",
+                          with_update_time=True)
+        else:
+            set_condition(d, "Available", "False", now, "MinimumReplicasUnavailable",
+                          "Deployment does not have minimum availability.", with_update_time=True)
+        name = new_rs["metadata"]["name"] if new_rs else d["metadata"]["name"]
+        complete = new_rs is not None and updated == desired and available >= desired and total == desired
+        progressing = condition(d, "Progressing")
+        if complete:
+            set_condition(d, "Progressing", "True", now, "NewReplicaSetAvailable",
+                          f'ReplicaSet "{name}" has successfully progressed.', with_update_time=True)
+        elif progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
+            pass
+        else:
+            deadline = int(d["spec"].get("progressDeadlineSeconds", 600))
+            marker = progressing.get("lastUpdateTime") if progressing else None
+            changed = before.get("updatedReplicas") != status.get("updatedReplicas") or \
+                before.get("availableReplicas") != status.get("availableReplicas") or progressing is None or \
+                progressing.get("reason") == "NewReplicaSetAvailable"
+            if changed or marker is None:
+                set_condition(d, "Progressing", "True", now, "ReplicaSetUpdated",
+                              f'ReplicaSet "{name}" is progressing.', with_update_time=True)
+                progressing = condition(d, "Progressing")
+                if progressing is not None:
+                    progressing["lastUpdateTime"] = iso(now)
+            elif (now - _parse_time(marker, now)).total_seconds() > deadline:
+                set_condition(d, "Progressing", "False", now, "ProgressDeadlineExceeded",
+                              f'ReplicaSet "{name}" has timed out progressing.', with_update_time=True)
+                self.events.record(d, "Warning", "ProgressDeadlineExceeded",
+                                   f'Deployment "{d["metadata"]["name"]}" exceeded its progress deadline',
+                                   "deployment-controller")
+        if status != before:
+            self.store.touch(d)
+
+    # -- replica sets ----------------------------------------------------------------------
+    def reconcile_replicaset(self, rs: dict[str, Any]) -> None:
+        ns = rs["metadata"]["namespace"]
+        pods = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs) and pod_is_active(p)]
+        want = int(rs["spec"].get("replicas", 0))
+        if len(pods) < want:
+            for _ in range(want - len(pods)):
+                pods.append(self._create_pod(rs))
+        elif len(pods) > want:
+            # The real controller's order: unscheduled, then not ready, then newest first.
+            pods.sort(key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p),
+                                     p["metadata"]["creationTimestamp"]), reverse=False)
+            doomed = pods[: len(pods) - want]
+            for p in doomed:
+                self.store.delete("Pod", ns, p["metadata"]["name"])
+                self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
+                                   "replicaset-controller")
+            pods = pods[len(doomed):]
+        ready = sum(1 for p in pods if pod_is_ready(p))
+        status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
+                  "availableReplicas": ready, "observedGeneration": rs["metadata"].get("generation", 1)}
+        for k in ("readyReplicas", "availableReplicas", "fullyLabeledReplicas"):
+            if status[k] == 0:
+                status.pop(k)
+        if rs.get("status") != status:
+            rs["status"] = status
+            self.store.touch(rs)
+
+    def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any]:
+        template = rs["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"generateName": rs["metadata"]["name"] + "-", "namespace": rs["metadata"]["namespace"],
+                            "labels": dict(template.get("metadata", {}).get("labels") or {}),
+                            "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
+                            "ownerReferences": [owner_ref(rs)]},
+               "spec": copy.deepcopy(template["spec"]),
+               "status": {"phase": "Pending", "qosClass": _qos(template["spec"])}}
+        spec = pod["spec"]
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("tolerations", [
+            {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS},
+            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
+        pod = self.store.create(pod)
+        self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
+                           "replicaset-controller")
+        return pod
+
+    # -- garbage collection ----------------------------------------------------------------
+    def collect_garbage(self) -> None:
+        """Delete objects whose controlling owner is gone (cascading delete)."""
+        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet")):
+            for obj in list(self.store.list(kind)):
+                ref = controller_of(obj)
+                if ref and ref.get("kind") == owner_kind:
+                    owner = self.store.get(owner_kind, obj["metadata"]["namespace"], ref["name"])
+                    if owner is None or owner["metadata"]["uid"] != ref["uid"]:
+                        self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    containers = spec.get("containers") or []
+    if not any((c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits") for c in containers):
+        return "BestEffort"
+    guaranteed = all((c.get("resources") or {}).get("limits") and
+                     (c.get("resources") or {}).get("requests", (c.get("resources") or {}).get("limits")) ==
+                     (c.get("resources") or {}).get("limits") for c in containers)
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class EndpointsController:
+    """Keeps one Endpoints object per Service with the ready (and not-ready) pod addresses."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def reconcile(self) -> None:
+        for svc in self.store.list("Service"):
+            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            selector = svc["spec"].get("selector")
+            ready, not_ready = [], []
+            if selector:
+                for p in self.store.list("Pod", ns):
+                    if not p["spec"].get("nodeName") or not p.get("status", {}).get("podIP"):
+                        continue
+                    if not selector_matches({"matchLabels": selector}, p["metadata"].get("labels") or {}):
+                        continue
+                    addr = {"ip": p["status"]["podIP"], "nodeName": p["spec"]["nodeName"],
+                            "targetRef": {"kind": "Pod", "namespace": ns, "name": p["metadata"]["name"],
+                                          "uid": p["metadata"]["uid"]}}
+                    (ready if pod_is_ready(p) else not_ready).append(addr)
+            ports = [{"name": pt.get("name", ""), "port": pt.get("targetPort", pt.get("port")),
+                      "protocol": pt.get("protocol", "TCP")}
+                     for pt in svc["spec"].get("ports") or []]
+            subset: dict[str, Any] = {}
+            if ready:
+                subset["addresses"] = ready
+            if not_ready:
+                subset["notReadyAddresses"] = not_ready
+            subsets = [dict(subset, ports=ports)] if subset else []
+            ep = self.store.get("Endpoints", ns, name)
+            if ep is None:
+                if selector:
+                    self.store.create({"apiVersion": "v1", "kind": "Endpoints",
+                                       "metadata": {"name": name, "namespace": ns,
+                                                    "labels": dict(svc["metadata"].get("labels") or {})},
+                                       "subsets": subsets})
+            elif ep.get("subsets") != subsets:
+                ep["subsets"] = subsets
+                self.store.touch(ep)
+        for ep in list(self.store.list("Endpoints")):
+            if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
+                self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+
+
+class NodeLifecycleController:
+    """Marks nodes whose kubelet stopped reporting as NotReady/Unknown, taints them, and evicts
+    their pods after the default toleration (300 s)."""
+
+    def __init__(self, store: Store, events: EventRecorder, grace_seconds: float = 40.0) -> None:
+        self.store = store
+        self.events = events
+        self.grace_seconds = grace_seconds
+
+    def reconcile(self, heartbeats: dict[str, datetime]) -> None:
+        now = self.store.clock()
+        for node in self.store.list("Node"):
+            name = node["metadata"]["name"]
+            last = heartbeats.get(name)
+            stale = last is None or (now - last).total_seconds() > self.grace_seconds
+            changed = False
+            ready = condition(node, "Ready")
+            if stale and ready and ready["status"] == "True":
+                changed |= set_condition(node, "Ready", "Unknown", now, "NodeStatusUnknown",
+                                         "Kubelet stopped posting node status.")
+                self.events.record(node, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
+                                   "node-controller")
+                changed |= _set_taint(node, UNREACHABLE_TAINT, "NoExecute", now)
+                changed |= _set_taint(node, UNREACHABLE_TAINT, "NoSchedule", now)
+                for pod in self.store.list("Pod"):
+                    if pod["spec"].get("nodeName") == name and pod_is_active(pod):
+                        if set_condition(pod, "Ready", "False", now, "NodeNotReady", ""):
+                            self.store.touch(pod)
+            elif not stale and ready and ready["status"] != "True":
+                changed |= set_condition(node, "Ready", "True", now, "KubeletReady", "kubelet is posting ready status")
+                node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t["key"] != UNREACHABLE_TAINT]
+                if not node["spec"]["taints"]:
+                    node["spec"].pop("taints")
+                changed = True
+                self.events.record(node, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", "kubelet")
+            if changed:
+                self.store.touch(node)
+            if stale:
+                self._evict(node, now)
+
+    def _evict(self, node: dict[str, Any], now: datetime) -> None:
+        taint_time = next((t.get("timeAdded") for t in node["spec"].get("taints") or []
+                           if t["key"] == UNREACHABLE_TAINT and t["effect"] == "NoExecute"), None)
+        if not taint_time or (now - _parse_time(taint_time, now)).total_seconds() < EVICTION_SECONDS:
+            return
+        for pod in list(self.store.list("Pod")):
+            if pod["spec"].get("nodeName") == node["metadata"]["name"]:
+                self.events.record(pod, "Normal", "TaintManagerEviction",
+                                   f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                                   "taint-eviction-controller")
+                self.store.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+
+def _set_taint(node: dict[str, Any], key: str, effect: str, now: datetime) -> bool:
+    taints = node["spec"].setdefault("taints", [])
+    if any(t["key"] == key and t["effect"] == effect for t in taints):
+        return False
+    taint = {"key": key, "effect": effect}
+    if effect == "NoExecute":
+        taint["timeAdded"] = iso(now)
+    taints.append(taint)
+    return True
+

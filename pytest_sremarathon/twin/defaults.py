@@ -1,0 +1,404 @@
+"""What the real API server fills in and refuses on every write.
+
+:func:`apply_defaults` sets the defaults the real server's defaulting functions set (deployment
+strategy RollingUpdate 25%/25%, revisionHistoryLimit 10, progressDeadlineSeconds 600, pod
+restartPolicy/dnsPolicy/schedulerName/terminationGracePeriodSeconds, container
+terminationMessagePath/Policy and imagePullPolicy, Service type/sessionAffinity/ports, …) so
+that client models and ``kubectl rollout`` see what they expect. :func:`validate` raises a
+422 ``Invalid`` :class:`ApiError` with ``details.causes`` for the required fields, bad names,
+label/selector mismatches and immutable fields. Both mutate/inspect plain dicts in place and
+are usable by controllers as well as by the API server.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from .selectors import match_selector_object
+from .store import BY_KIND, ApiError
+
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+#: kinds whose ``status`` is only writable through the ``/status`` subresource
+STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service"})
+
+
+# -- defaulting --------------------------------------------------------------------------------
+
+def _image_pull_policy(image: str) -> str:
+    last = (image or "").rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_container(c: dict[str, Any]) -> None:
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("imagePullPolicy", _image_pull_policy(c.get("image", "")))
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        p.setdefault("protocol", "TCP")
+    for env in c.get("env") or []:
+        ref = (env.get("valueFrom") or {}).get("fieldRef")
+        if ref is not None:
+            ref.setdefault("apiVersion", "v1")
+    for probe_name in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = c.get(probe_name)
+        if isinstance(probe, dict):
+            probe.setdefault("timeoutSeconds", 1)
+            probe.setdefault("periodSeconds", 10)
+            probe.setdefault("successThreshold", 1)
+            probe.setdefault("failureThreshold", 3)
+            http = probe.get("httpGet")
+            if isinstance(http, dict):
+                http.setdefault("path", "/")
+                http.setdefault("scheme", "HTTP")
+
+
+def default_pod_spec(spec: dict[str, Any]) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        if isinstance(c, dict):
+            _default_container(c)
+    for v in spec.get("volumes") or []:
+        if isinstance(v, dict):
+            if "configMap" in v and isinstance(v["configMap"], dict):
+                v["configMap"].setdefault("defaultMode", 420)
+            if "secret" in v and isinstance(v["secret"], dict):
+                v["secret"].setdefault("defaultMode", 420)
+            if not any(k for k in v if k != "name"):
+                v["emptyDir"] = {}
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    default_pod_spec(spec)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    tolerations = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key for t in tolerations if isinstance(t, dict)):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+
+
+def _default_template(spec: dict[str, Any]) -> None:
+    template = spec.get("template")
+    if isinstance(template, dict):
+        template.setdefault("metadata", {})
+        if isinstance(template.get("spec"), dict):
+            default_pod_spec(template["spec"])
+
+
+def _default_deployment(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        ru = strategy.setdefault("rollingUpdate", {})
+        ru.setdefault("maxUnavailable", "25%")
+        ru.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(spec)
+
+
+def _default_replicaset(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _default_template(spec)
+
+
+def _default_service(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "port" in p:
+                p.setdefault("targetPort", p["port"])
+    if spec.get("type") != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+
+
+def _default_namespace(obj: dict[str, Any]) -> None:
+    md = obj.setdefault("metadata", {})
+    if md.get("name"):
+        md.setdefault("labels", {})
+        if md["labels"] is None:
+            md["labels"] = {}
+        md["labels"]["kubernetes.io/metadata.name"] = md["name"]
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+
+
+def _default_endpoints(obj: dict[str, Any]) -> None:
+    for subset in obj.get("subsets") or []:
+        for p in subset.get("ports") or []:
+            p.setdefault("protocol", "TCP")
+
+
+def _default_secret(obj: dict[str, Any]) -> None:
+    obj.setdefault("type", "Opaque")
+
+
+_DEFAULTERS = {
+    "Pod": _default_pod, "Deployment": _default_deployment, "ReplicaSet": _default_replicaset,
+    "Service": _default_service, "Namespace": _default_namespace, "Endpoints": _default_endpoints,
+    "Secret": _default_secret,
+}
+
+
+def apply_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    fn = _DEFAULTERS.get(obj.get("kind", ""))
+    if fn:
+        fn(obj)
+    return obj
+
+
+def initial_status(obj: dict[str, Any]) -> None:
+    """The status a freshly created object starts with (the client's status is ignored)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
+    elif kind in ("Deployment", "ReplicaSet"):
+        obj["status"] = {}
+    elif kind == "Namespace":
+        obj["status"] = {"phase": "Active"}
+    elif kind == "Service":
+        obj["status"] = {"loadBalancer": {}}
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    requests_set, guaranteed = False, True
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            requests_set = True
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and req[r] != lim[r]):
+                guaranteed = False
+    if not requests_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# -- validation --------------------------------------------------------------------------------
+
+class _Errors:
+    def __init__(self) -> None:
+        self.causes: list[dict[str, str]] = []
+        self.texts: list[str] = []
+
+    def required(self, field: str) -> None:
+        self.causes.append({"reason": "FieldValueRequired", "message": "Required value", "field": field})
+        self.texts.append(f"{field}: Required value")
+
+    def invalid(self, field: str, value: Any, detail: str) -> None:
+        msg = f"Invalid value: {_go_repr(value)}: {detail}"
+        self.causes.append({"reason": "FieldValueInvalid", "message": msg, "field": field})
+        self.texts.append(f"{field}: {msg}")
+
+    def forbidden(self, field: str, detail: str) -> None:
+        self.causes.append({"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field})
+        self.texts.append(f"{field}: Forbidden: {detail}")
+
+    def unsupported(self, field: str, value: Any, allowed: list[str]) -> None:
+        supported = ", ".join(f'"{a}"' for a in allowed)
+        msg = f"Unsupported value: {_go_repr(value)}: supported values: {supported}"
+        self.causes.append({"reason": "FieldValueNotSupported", "message": msg, "field": field})
+        self.texts.append(f"{field}: {msg}")
+
+    def raise_for(self, kind: str, name: str) -> None:
+        if not self.causes:
+            return
+        rt = BY_KIND.get(kind)
+        qualified = f"{kind}.{rt.group}" if rt and rt.group else kind
+        body = self.texts[0] if len(self.texts) == 1 else "[" + ", ".join(self.texts) + "]"
+        raise ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {body}', kind=kind, name=name,
+                       causes=self.causes)
+
+
+def _go_repr(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, dict):
+        inner = ", ".join(f'"{k}":"{v}"' for k, v in value.items())
+        return "map[string]string{" + inner + "}"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def _check_name(errs: _Errors, field: str, name: Any, pattern: re.Pattern, what: str, max_len: int = 253) -> None:
+    if not isinstance(name, str) or not name:
+        errs.required(field)
+    elif len(name) > max_len or not pattern.match(name):
+        errs.invalid(field, name, f"a lowercase RFC 1123 {what} must consist of lower case alphanumeric characters, "
+                                  f"'-' or '.', and must start and end with an alphanumeric character")
+
+
+def _validate_containers(errs: _Errors, containers: Any, field: str, required: bool = True) -> None:
+    if not containers:
+        if required:
+            errs.required(field)
+        return
+    if not isinstance(containers, list):
+        errs.invalid(field, "object", "must be a list of containers")
+        return
+    seen = set()
+    for i, c in enumerate(containers):
+        f = f"{field}[{i}]"
+        if not isinstance(c, dict):
+            errs.invalid(f, c, "must be an object")
+            continue
+        name = c.get("name")
+        if not name:
+            errs.required(f"{f}.name")
+        elif not _DNS1123_LABEL.match(str(name)):
+            errs.invalid(f"{f}.name", name, "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                                            "characters or '-', and must start and end with an alphanumeric character")
+        elif name in seen:
+            errs.causes.append({"reason": "FieldValueDuplicate", "message": f'Duplicate value: "{name}"',
+                                "field": f"{f}.name"})
+            errs.texts.append(f'{f}.name: Duplicate value: "{name}"')
+        seen.add(name)
+        if not c.get("image"):
+            errs.required(f"{f}.image")
+        ipp = c.get("imagePullPolicy")
+        if ipp is not None and ipp not in ("Always", "IfNotPresent", "Never"):
+            errs.unsupported(f"{f}.imagePullPolicy", ipp, ["Always", "IfNotPresent", "Never"])
+
+
+def _validate_pod_spec(errs: _Errors, spec: Any, field: str) -> None:
+    if not isinstance(spec, dict):
+        errs.required(f"{field}.containers")
+        return
+    _validate_containers(errs, spec.get("containers"), f"{field}.containers")
+    _validate_containers(errs, spec.get("initContainers"), f"{field}.initContainers", required=False)
+    rp = spec.get("restartPolicy")
+    if rp is not None and rp not in ("Always", "OnFailure", "Never"):
+        errs.unsupported(f"{field}.restartPolicy", rp, ["Always", "OnFailure", "Never"])
+
+
+def _validate_workload(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, Any]]) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        errs.required("spec.selector")
+        errs.required("spec.template.spec.containers")
+        return
+    replicas = spec.get("replicas")
+    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
+        errs.invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+    selector = spec.get("selector")
+    if not selector:
+        errs.required("spec.selector")
+    elif not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        errs.invalid("spec.selector", "v1.LabelSelector{MatchLabels:map[string]string(nil)}",
+                     "empty selector is invalid for deployment")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        errs.required("spec.template.spec.containers")
+        return
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector and (selector.get("matchLabels") or selector.get("matchExpressions")) and \
+            not match_selector_object(selector, labels):
+        errs.invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
+    _validate_pod_spec(errs, template.get("spec"), "spec.template.spec")
+    rp = (template.get("spec") or {}).get("restartPolicy")
+    if rp not in (None, "Always"):
+        errs.unsupported("spec.template.spec.restartPolicy", rp, ["Always"])
+    if obj.get("kind") == "Deployment":
+        strategy = (spec.get("strategy") or {}).get("type")
+        if strategy not in (None, "RollingUpdate", "Recreate"):
+            errs.unsupported("spec.strategy.type", strategy, ["Recreate", "RollingUpdate"])
+    if old is not None and old.get("spec", {}).get("selector") != selector and selector:
+        errs.invalid("spec.selector", selector, "field is immutable")
+
+
+_POD_MUTABLE = ("`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                "`spec.tolerations` (only additions to existing tolerations),"
+                "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)")
+
+
+def _pod_spec_comparable(spec: dict[str, Any]) -> dict[str, Any]:
+    s = {k: v for k, v in spec.items() if k not in ("activeDeadlineSeconds", "tolerations",
+                                                      "terminationGracePeriodSeconds")}
+    for field in ("containers", "initContainers"):
+        if isinstance(s.get(field), list):
+            s[field] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                        for c in s[field]]
+    return s
+
+
+def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
+    """Raise 422 Invalid if ``obj`` (being created, or replacing ``old``) is not acceptable."""
+    kind = obj.get("kind", "")
+    md = obj.get("metadata") or {}
+    name = md.get("name") or md.get("generateName") or ""
+    errs = _Errors()
+    if not md.get("name") and not md.get("generateName"):
+        errs.required("metadata.name")
+    elif md.get("name"):
+        if kind == "Namespace":
+            _check_name(errs, "metadata.name", md["name"], _DNS1123_LABEL, "label", 63)
+        elif kind == "Service":
+            if not _DNS1035_LABEL.match(md["name"]) or len(md["name"]) > 63:
+                errs.invalid("metadata.name", md["name"], "a DNS-1035 label must consist of lower case alphanumeric "
+                                                          "characters or '-', start with an alphabetic character, "
+                                                          "and end with an alphanumeric character")
+        else:
+            _check_name(errs, "metadata.name", md["name"], _DNS1123_SUBDOMAIN, "subdomain")
+    for field in ("labels", "annotations"):
+        value = md.get(field)
+        if value is not None and not isinstance(value, dict):
+            errs.invalid(f"metadata.{field}", value, "must be a map of strings")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    errs.invalid(f"metadata.{field}", v, f"value of {k!r} must be a string")
+    if kind == "Pod":
+        _validate_pod_spec(errs, obj.get("spec"), "spec")
+        if old is not None and isinstance(obj.get("spec"), dict) and isinstance(old.get("spec"), dict):
+            if _pod_spec_comparable(obj["spec"]) != _pod_spec_comparable(old["spec"]):
+                errs.forbidden("spec", f"pod updates may not change fields other than {_POD_MUTABLE}")
+    elif kind in ("Deployment", "ReplicaSet"):
+        _validate_workload(errs, obj, old)
+    elif kind == "Service":
+        spec = obj.get("spec") or {}
+        stype = spec.get("type", "ClusterIP")
+        if stype not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+            errs.unsupported("spec.type", stype, ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"])
+        if stype != "ExternalName" and not spec.get("ports") and spec.get("clusterIP") != "None":
+            errs.required("spec.ports")
+        for i, p in enumerate(spec.get("ports") or []):
+            if not isinstance(p, dict) or not isinstance(p.get("port"), int):
+                errs.required(f"spec.ports[{i}].port")
+        if old is not None:
+            old_ip = (old.get("spec") or {}).get("clusterIP")
+            if old_ip and spec.get("clusterIP") and spec.get("clusterIP") != old_ip:
+                errs.invalid("spec.clusterIPs[0]", spec.get("clusterIP"), "may not change once set")
+    elif kind == "ConfigMap":
+        for field in ("data",):
+            for k, v in (obj.get(field) or {}).items():
+                if not isinstance(v, str):
+                    errs.invalid(f"{field}[{k}]", v, "must be a string")
+    elif kind == "Event":
+        if not obj.get("involvedObject"):
+            errs.required("involvedObject")
+    errs.raise_for(kind, name)

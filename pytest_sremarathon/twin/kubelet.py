@@ -1,0 +1,347 @@
+"""The kubelet of every twin node: starts containers from built artifacts, runs readiness and
+liveness probes against the handler code, restarts crashed containers with CrashLoopBackOff
+back-off, OOM-kills containers whose memory passes their limit, keeps their logs, and writes
+pod status in the shape the real kubelet does."""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .objects import EventRecorder, pod_is_active, set_condition
+from .quantity import cpu_millicores, memory_bytes
+from .runtime import (Artifact, ArtifactStore, ContainerCrash, Context, Router, datastore_artifact, format_exception,
+                      load_module)
+from .store import Store, iso
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+MAX_BACKOFF = 300.0
+BASE_MEMORY = 48 * 2**20
+DATASTORE_MEMORY = 24 * 2**20
+RETAINED_ENTRY_BYTES = 64 * 2**10  # one sampled request's worth of retained state
+LOG_LINES = 2000
+SERVED_PATHS = ("/readyz", "/healthz")
+
+
+@dataclass
+class Container:
+    """Runtime state of one container, the part of a pod the API object only mirrors."""
+
+    pod_uid: str
+    name: str
+    image: str
+    app: str
+    service: str
+    state: str = "waiting"  # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    message: str = ""
+    module: Optional[types.ModuleType] = None
+    ctx: Optional[Context] = None
+    started_at: Optional[datetime] = None
+    restarts: int = 0
+    next_start: Optional[datetime] = None
+    backoff: float = 0.0
+    last_termination: Optional[dict[str, Any]] = None
+    ready: bool = False
+    liveness_failures: int = 0
+    readiness_failures: int = 0
+    cpu_millicores: float = 0.0
+    cpu_limit: float = 0.0
+    memory: int = 0
+    logs: deque = field(default_factory=lambda: deque(maxlen=LOG_LINES))
+    previous_logs: list = field(default_factory=list)
+    zone: str = ""
+    node: str = ""
+    pod_name: str = ""
+    namespace: str = ""
+
+    def log(self, t: datetime, line: str) -> None:
+        for part in line.splitlines() or [""]:
+            self.logs.append((t, part))
+
+
+def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> tuple[bool, str]:
+    """Does the probe reach something the runtime serves? (path and port as configured)"""
+    ports = {p.get("containerPort") for p in container_spec.get("ports") or []} | \
+        {p.get("name") for p in container_spec.get("ports") or [] if p.get("name")}
+    if "httpGet" in probe:
+        http = probe["httpGet"]
+        if http.get("port") not in ports:
+            return False, f'Get "http://{{pod}}:{http.get("port")}{http.get("path", "/")}": dial tcp: connect: connection refused'
+        if http.get("path", "/") not in SERVED_PATHS:
+            return False, "HTTP probe failed with statuscode: 404"
+        return True, ""
+    if "tcpSocket" in probe:
+        if probe["tcpSocket"].get("port") not in ports:
+            return False, f"dial tcp :{probe['tcpSocket'].get('port')}: connect: connection refused"
+        return True, ""
+    return True, ""  # exec probes: the twin treats the command as succeeding
+
+
+class Kubelet:
+    def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: "Scheduler",
+                 router: Router, node_zone: Callable[[str], str]) -> None:
+        self.store = store
+        self.events = events
+        self.artifacts = artifacts
+        self.scheduler = scheduler
+        self.router = router
+        self.node_zone = node_zone
+        self.containers: dict[str, Container] = {}  # pod uid -> its (single) app container
+        self.by_name: dict[tuple[str, str], Container] = {}  # (namespace, pod) -> container
+        self.heartbeats: dict[str, datetime] = {}
+        self.pulled: set[tuple[str, str]] = set()  # (node, image)
+
+    # -- public ----------------------------------------------------------------------------
+    def container_of(self, namespace: str, pod: str) -> Optional[Container]:
+        obj = self.store.get("Pod", namespace, pod)
+        return self.containers.get(obj["metadata"]["uid"]) if obj else None
+
+    def tick(self, up_nodes: set[str], dt: float) -> None:
+        now = self.store.clock()
+        for node in up_nodes:
+            self.heartbeats[node] = now
+        live_uids = set()
+        for pod in self.store.list("Pod"):
+            node = pod["spec"].get("nodeName")
+            uid = pod["metadata"]["uid"]
+            live_uids.add(uid)
+            if not node or node not in up_nodes or not pod_is_active(pod):
+                continue
+            c = self.containers.get(uid)
+            if c is None:
+                spec = pod["spec"]["containers"][0]
+                labels = pod["metadata"].get("labels") or {}
+                c = Container(uid, spec["name"], spec.get("image", ""), app=pod["metadata"]["namespace"],
+                              service=labels.get("app", spec["name"]), zone=self.node_zone(node), node=node,
+                              pod_name=pod["metadata"]["name"], namespace=pod["metadata"]["namespace"],
+                              cpu_limit=cpu_millicores(((spec.get("resources") or {}).get("limits") or {}).get("cpu")))
+                self.containers[uid] = c
+                self.by_name[(c.namespace, c.pod_name)] = c
+            self._run(pod, c, now, dt)
+        for uid in list(self.containers):
+            if uid not in live_uids:
+                gone = self.containers.pop(uid)
+                self.by_name.pop((gone.namespace, gone.pod_name), None)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _run(self, pod: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
+        spec = pod["spec"]["containers"][0]
+        if c.state != "running":
+            if c.next_start is None or now >= c.next_start:
+                self._start(pod, spec, c, now)
+        else:
+            self._probe(pod, spec, c, now, dt)
+            self._check_memory(pod, spec, c, now)
+        self._write_status(pod, spec, c, now)
+
+    def _artifact(self, image: str, app: str, service: str) -> Optional[Artifact]:
+        artifact = self.artifacts.by_image(image)
+        if artifact is None and "@" not in image and ":" in image.rsplit("/", 1)[-1]:
+            # a stock image (a datastore); tags of images we never built do not exist
+            if image.split(":")[0].rsplit("/", 1)[-1] in ("redis", "mongo", "memcached", "postgres", "mysql"):
+                artifact = datastore_artifact(app, service, image)
+        return artifact
+
+    def _config(self, pod: dict[str, Any], spec: dict[str, Any]) -> tuple[Optional[dict[str, str]], str]:
+        data: dict[str, str] = {}
+        ns = pod["metadata"]["namespace"]
+        for source in spec.get("envFrom") or []:
+            ref = source.get("configMapRef")
+            if ref:
+                cm = self.store.get("ConfigMap", ns, ref["name"])
+                if cm is None:
+                    if ref.get("optional"):
+                        continue
+                    return None, f'configmap "{ref["name"]}" not found'
+                data.update(cm.get("data") or {})
+        for env in spec.get("env") or []:
+            if "value" in env:
+                data[env["name"]] = str(env["value"])
+            elif "valueFrom" in env and "configMapKeyRef" in env["valueFrom"]:
+                ref = env["valueFrom"]["configMapKeyRef"]
+                cm = self.store.get("ConfigMap", ns, ref["name"])
+                if cm is None or ref["key"] not in (cm.get("data") or {}):
+                    if ref.get("optional"):
+                        continue
+                    return None, f'couldn\'t find key {ref["key"]} in ConfigMap {ns}/{ref["name"]}'
+                data[env["name"]] = cm["data"][ref["key"]]
+        return data, ""
+
+    def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        node = pod["spec"]["nodeName"]
+        if not pod["status"].get("podIP"):
+            node_obj = self.store.get("Node", None, node)
+            if node_obj is not None:
+                pod["status"]["podIP"] = self.scheduler.next_ip(node_obj)
+                pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}]
+                pod["status"]["hostIP"] = next((a["address"] for a in node_obj["status"].get("addresses", [])
+                                                if a["type"] == "InternalIP"), "")
+                pod["status"]["startTime"] = iso(now)
+        artifact = self._artifact(c.image, c.app, c.service)
+        if artifact is None:
+            reason = "ImagePullBackOff" if c.reason in ("ErrImagePull", "ImagePullBackOff") else "ErrImagePull"
+            msg = f'rpc error: code = NotFound desc = failed to pull and unpack image "{c.image}": not found'
+            if reason == "ErrImagePull":
+                self.events.record(pod, "Warning", "Failed", f'Failed to pull image "{c.image}": {msg}', "kubelet", node)
+            else:
+                self.events.record(pod, "Normal", "BackOff", f'Back-off pulling image "{c.image}"', "kubelet", node)
+            self._back_off(c, now, reason, msg if reason == "ErrImagePull" else f'Back-off pulling image "{c.image}"')
+            return
+        if (node, c.image) not in self.pulled:
+            self.pulled.add((node, c.image))
+            self.events.record(pod, "Normal", "Pulled", f'Successfully pulled image "{c.image}"', "kubelet", node)
+        config, problem = self._config(pod, spec)
+        if config is None:
+            self.events.record(pod, "Warning", "Failed", f"Error: {problem}", "kubelet", node)
+            self._back_off(c, now, "CreateContainerConfigError", problem)
+            return
+        if c.started_at is not None or c.last_termination is not None:
+            c.restarts += 1
+        c.previous_logs = list(c.logs) if c.last_termination else c.previous_logs
+        if c.last_termination:
+            c.logs.clear()
+        ctx = Context(app=c.app, service=c.service, pod=c.pod_name, zone=c.zone, config_data=config,
+                      router=self.router, logger=lambda line, c=c: c.log(self.store.clock(), line))
+        self.events.record(pod, "Normal", "Created", f"Created container {c.name}", "kubelet", node)
+        self.events.record(pod, "Normal", "Started", f"Started container {c.name}", "kubelet", node)
+        c.started_at = now
+        c.log(now, f"INFO starting {c.service} ({artifact.digest[:19]}) on {c.node}")
+        try:
+            module = load_module(artifact, c.pod_name)
+            startup = getattr(module, "startup", None)
+            if callable(startup):
+                self.router.invoke(ctx, lambda: startup(ctx), weight=0.0)
+        except ContainerCrash as crash:
+            self._crash(pod, c, now, str(crash), "Error", 1)
+            return
+        except Exception as exc:  # startup() raised: the process exits
+            self._crash(pod, c, now, format_exception(exc), "Error", 1)
+            return
+        c.module, c.ctx = module, ctx
+        c.state, c.reason, c.message = "running", "", ""
+        c.ready = False
+        c.liveness_failures = c.readiness_failures = 0
+        c.log(now, f"INFO {c.service} listening on :8080")
+
+    def _back_off(self, c: Container, now: datetime, reason: str, message: str) -> None:
+        c.state, c.reason, c.message = "waiting", reason, message
+        c.backoff = min(MAX_BACKOFF, max(10.0, c.backoff * 2))
+        c.next_start = now + timedelta(seconds=c.backoff)
+
+    def _crash(self, pod: dict[str, Any], c: Container, now: datetime, output: str, reason: str, code: int) -> None:
+        for line in output.splitlines():
+            c.log(now, line)
+        c.last_termination = {"terminated": {"exitCode": code, "reason": reason,
+                                             "startedAt": iso(c.started_at or now), "finishedAt": iso(now),
+                                             "containerID": self._container_id(c)}}
+        c.module = c.ctx = None
+        c.ready = False
+        self._back_off(c, now, "CrashLoopBackOff",
+                       f"back-off {int(min(MAX_BACKOFF, max(10.0, c.backoff * 2)))}s restarting failed container={c.name} "
+                       f"pod={c.pod_name}_{c.namespace}({c.pod_uid})")
+        self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet", c.node)
+
+    def _probe(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
+        # Liveness: the process answers /healthz as long as it runs.
+        liveness = spec.get("livenessProbe")
+        if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
+            ok, why = _probe_target_ok(liveness, spec)
+            if not ok:
+                c.liveness_failures += max(1, int(dt // liveness.get("periodSeconds", 10)))
+                self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
+                                   "kubelet", c.node)
+                if c.liveness_failures >= liveness.get("failureThreshold", 3):
+                    self.events.record(pod, "Normal", "Killing",
+                                       f"Container {c.name} failed liveness probe, will be restarted", "kubelet", c.node)
+                    self._crash(pod, c, now, "", "Error", 137)
+                    c.backoff = 0.0
+                    c.next_start = now
+                    return
+            else:
+                c.liveness_failures = 0
+        readiness = spec.get("readinessProbe")
+        if not readiness:
+            c.ready = True
+            return
+        if c.started_at and (now - c.started_at).total_seconds() < readiness.get("initialDelaySeconds", 0):
+            return
+        ok, why = _probe_target_ok(readiness, spec)
+        if ok and "httpGet" in readiness and c.module is not None and callable(getattr(c.module, "ready", None)):
+            timeout_ms = 1000.0 * readiness.get("timeoutSeconds", 1)
+            weight = dt / max(1, readiness.get("periodSeconds", 10))
+            outcome = self.router.invoke(c.ctx, lambda: c.module.ready(c.ctx), weight=weight)  # type: ignore[union-attr]
+            if outcome.error is not None:
+                ok, why = False, f"HTTP probe failed with statuscode: 503 ({outcome.error})"
+            elif outcome.latency_ms > timeout_ms:
+                ok, why = False, f'Get "http://{{pod}}:8080/readyz": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
+            elif not outcome.value:
+                ok, why = False, "HTTP probe failed with statuscode: 503"
+        if ok:
+            c.readiness_failures = 0
+            c.ready = True
+        else:
+            c.readiness_failures += 1
+            if c.readiness_failures >= readiness.get("failureThreshold", 3) or not c.ready:
+                c.ready = False
+            self.events.record(pod, "Warning", "Unhealthy",
+                               f"Readiness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
+                               "kubelet", c.node)
+
+    def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        c.memory = self.memory_of(c)
+        limit = memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
+        if limit and c.memory > limit:
+            c.log(now, f"fatal error: runtime: out of memory (rss {c.memory // 2**20}Mi, limit {limit // 2**20}Mi)")
+            self._crash(pod, c, now, "", "OOMKilled", 137)
+            self.events.record(pod, "Warning", "OOMKilling",
+                               f"Memory cgroup out of memory: Killed process (python) total-vm:{c.memory // 1024}kB",
+                               "kernel-monitor", c.node)
+
+    def memory_of(self, c: Container) -> int:
+        if c.module is None:
+            return 0
+        base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
+        retained = len(c.ctx.cache_dict) if c.ctx else 0
+        for value in vars(c.module).values():
+            if isinstance(value, (list, dict, set, deque)):
+                retained += len(value)
+        return base + retained * RETAINED_ENTRY_BYTES
+
+    # -- status ----------------------------------------------------------------------------
+    @staticmethod
+    def _container_id(c: Container) -> str:
+        return f"containerd://{c.pod_uid.replace('-', '')}{c.restarts:04d}"
+
+    def _write_status(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        status = pod["status"]
+        before = (status.get("phase"), [dict(x) for x in status.get("containerStatuses") or []],
+                  [dict(x) for x in status.get("conditions") or []])
+        cs: dict[str, Any] = {"name": c.name, "image": c.image, "imageID": c.image if "@" in c.image else "",
+                              "ready": c.ready and c.state == "running", "restartCount": c.restarts,
+                              "started": c.state == "running"}
+        if c.state == "running":
+            cs["state"] = {"running": {"startedAt": iso(c.started_at or now)}}
+            cs["containerID"] = self._container_id(c)
+        else:
+            waiting: dict[str, Any] = {"reason": c.reason}
+            if c.message:
+                waiting["message"] = c.message
+            cs["state"] = {"waiting": waiting}
+        cs["lastState"] = dict(c.last_termination) if c.last_termination else {}
+        status["containerStatuses"] = [cs]
+        status["phase"] = "Running" if c.state == "running" else "Pending"
+        ready = "True" if cs["ready"] else "False"
+        set_condition(pod, "Initialized", "True", now)
+        set_condition(pod, "Ready", ready, now, "" if ready == "True" else "ContainersNotReady",
+                      "" if ready == "True" else f"containers with unready status: [{c.name}]")
+        set_condition(pod, "ContainersReady", ready, now, "" if ready == "True" else "ContainersNotReady",
+                      "" if ready == "True" else f"containers with unready status: [{c.name}]")
+        after = (status.get("phase"), status["containerStatuses"], status.get("conditions"))
+        if after != before:
+            self.store.touch(pod)

@@ -1,0 +1,156 @@
+"""Small helpers over Kubernetes object dicts shared by the controllers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Optional
+
+from .store import Store, iso
+
+_HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    """A pod-template-hash in the style of the real controller (10 safe characters)."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()).digest()
+    n = int.from_bytes(digest[:8], "big")
+    out = ""
+    for _ in range(10):
+        out += _HASH_ALPHABET[n % len(_HASH_ALPHABET)]
+        n //= len(_HASH_ALPHABET)
+    return out
+
+
+def owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def is_owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
+    uid = owner["metadata"]["uid"]
+    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def controller_of(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels + matchExpressions) against a label set."""
+    if not selector:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def condition(obj: dict[str, Any], type_: str) -> Optional[dict[str, Any]]:
+    for c in obj.get("status", {}).get("conditions") or []:
+        if c["type"] == type_:
+            return c
+    return None
+
+
+def set_condition(obj: dict[str, Any], type_: str, status: str, now: datetime, reason: str = "",
+                  message: str = "", *, with_update_time: bool = False) -> bool:
+    """Set a status condition; returns True when anything changed."""
+    conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+    for c in conditions:
+        if c["type"] == type_:
+            if c["status"] == status and c.get("reason", "") == reason and c.get("message", "") == message:
+                return False
+            if c["status"] != status:
+                c["lastTransitionTime"] = iso(now)
+            c.update(status=status, reason=reason, message=message)
+            if with_update_time:
+                c["lastUpdateTime"] = iso(now)
+            if not reason:
+                c.pop("reason", None)
+            if not message:
+                c.pop("message", None)
+            return True
+    c = {"type": type_, "status": status, "lastTransitionTime": iso(now)}
+    if with_update_time:
+        c["lastUpdateTime"] = iso(now)
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    conditions.append(c)
+    return True
+
+
+def pod_is_ready(pod: dict[str, Any]) -> bool:
+    c = condition(pod, "Ready")
+    return bool(c and c["status"] == "True") and pod["metadata"].get("deletionTimestamp") is None
+
+
+def pod_is_active(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") not in ("Succeeded", "Failed") and \
+        pod["metadata"].get("deletionTimestamp") is None
+
+
+class EventRecorder:
+    """Writes core/v1 Events the way the real components do, aggregating repeats."""
+
+    def __init__(self, store: Store, ttl_seconds: float = 3600.0) -> None:
+        self.store = store
+        self.ttl_seconds = ttl_seconds
+        self._index: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._counter = 0
+
+    def record(self, obj: dict[str, Any], type_: str, reason: str, message: str, component: str,
+               host: str | None = None) -> None:
+        md = obj["metadata"]
+        ns = md.get("namespace") or "default"
+        key = (ns, md["uid"], reason, message)
+        now = iso(self.store.clock())
+        existing = self._index.get(key)
+        if existing is not None and self.store.get("Event", ns, existing["metadata"]["name"]) is existing:
+            existing["count"] += 1
+            existing["lastTimestamp"] = now
+            self.store.touch(existing)
+            return
+        self._counter += 1
+        source: dict[str, str] = {"component": component}
+        if host:
+            source["host"] = host
+        ev = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{md['name']}.{self._counter:016x}", "namespace": ns},
+            "involvedObject": {"kind": obj["kind"], "namespace": md.get("namespace", ""), "name": md["name"],
+                               "uid": md["uid"], "apiVersion": obj.get("apiVersion", "v1"),
+                               "resourceVersion": md.get("resourceVersion", "")},
+            "reason": reason, "message": message, "type": type_, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now, "source": source,
+            "reportingComponent": component, "reportingInstance": host or "",
+        }
+        if not md.get("namespace"):
+            ev["involvedObject"].pop("namespace")
+        self._index[key] = self.store.create(ev)
+
+    def expire(self) -> None:
+        """Drop events older than the TTL (the real API server's --event-ttl, 1 h)."""
+        now = self.store.clock()
+        for ev in list(self.store.list("Event")):
+            last = datetime.strptime(ev["lastTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=now.tzinfo)
+            if (now - last).total_seconds() > self.ttl_seconds:
+                self.store.delete("Event", ev["metadata"]["namespace"], ev["metadata"]["name"])
+        self._index = {k: v for k, v in self._index.items()
+                       if self.store.get("Event", k[0], v["metadata"]["name"]) is v}

@@ -1,0 +1,232 @@
+"""The handler runtime: loads a service's real code from its built artifact and runs its
+handlers with a context object (``ctx``) — the same interface a real HTTP runtime provides.
+
+A handler is ``def endpoint(ctx, req: dict) -> dict``; a module lists them in ``ENDPOINTS`` and
+may define ``ready(ctx) -> bool`` (readiness probe) and ``startup(ctx)`` (runs once per
+container start; an exception there is a crash on start). Each pod gets its own module
+instance, so module-level state (caches, pools) is per pod, as in a real process.
+"""
+
+from __future__ import annotations
+
+import builtins
+import traceback
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol
+
+
+class ServiceError(Exception):
+    """Raised into a caller's handler when a downstream call fails (the caller sees an HTTP
+    error, exactly as an HTTP client would)."""
+
+    def __init__(self, service: str, status: int, message: str, origin: str) -> None:
+        super().__init__(f"{service}: HTTP {status}: {message}")
+        self.service = service
+        self.status = status
+        self.origin = origin  # the service whose code or absence caused the failure
+
+
+class UpstreamTimeout(ServiceError):
+    def __init__(self, service: str, timeout_ms: float, origin: str) -> None:
+        super().__init__(service, 504, f"deadline exceeded after {timeout_ms:.0f}ms", origin)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One built service: its source files, content-addressed by ``digest``."""
+
+    app: str
+    service: str
+    digest: str  # "sha256:<hex>"
+    entry: str  # path of the service module inside the artifact, e.g. "services/cart.py"
+    files: dict[str, str]  # path -> source text
+
+    @property
+    def image(self) -> str:
+        return f"registry.sremarathon.local/{self.app}/{self.service}@{self.digest}"
+
+
+class ArtifactStore:
+    """Artifacts by digest; the twin's image registry."""
+
+    def __init__(self) -> None:
+        self._by_digest: dict[str, Artifact] = {}
+
+    def put(self, artifact: Artifact) -> None:
+        self._by_digest[artifact.digest] = artifact
+
+    def get(self, digest: str) -> Optional[Artifact]:
+        return self._by_digest.get(digest)
+
+    def by_image(self, image: str) -> Optional[Artifact]:
+        _, _, digest = image.partition("@")
+        return self._by_digest.get(digest)
+
+
+class ContainerCrash(Exception):
+    """The container's process would exit (import error, startup exception)."""
+
+
+def load_module(artifact: Artifact, pod: str) -> types.ModuleType:
+    """Execute the service's code as a fresh module for one pod.
+
+    Shared helper files in the artifact are importable by their module name (``lib`` for
+    ``services/lib.py``) the way a real container's PYTHONPATH makes them.
+    """
+    helpers: dict[str, types.ModuleType] = {}
+    for path, source in sorted(artifact.files.items()):
+        if path == artifact.entry or not path.endswith(".py"):
+            continue
+        name = path.rsplit("/", 1)[-1][:-3]
+        helpers[name] = _exec_module(f"{artifact.service}.{name}", f"/app/{path}", source, {})
+    return _exec_module(artifact.service, f"/app/{artifact.entry}", artifact.files[artifact.entry], helpers)
+
+
+def _exec_module(name: str, filename: str, source: str, helpers: dict[str, types.ModuleType]) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__dict__["__builtins__"] = _builtins_with(helpers)
+    try:
+        code = compile(source, filename, "exec")
+        exec(code, module.__dict__)
+    except Exception as exc:  # the container would exit with this traceback
+        raise ContainerCrash(format_exception(exc)) from exc
+    return module
+
+
+def _builtins_with(helpers: dict[str, types.ModuleType]) -> dict[str, Any]:
+    """Builtins whose ``import`` finds the artifact's own helper modules first, as the
+    container's PYTHONPATH would."""
+    real_import = builtins.__import__
+
+    def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level == 0 and name in helpers:
+            return helpers[name]
+        return real_import(name, globals, locals, fromlist, level)
+
+    table = dict(vars(builtins))
+    table["__import__"] = _import
+    return table
+
+
+def format_exception(exc: BaseException) -> str:
+    """A traceback as the container would print it, without the twin's own frames."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("/app/")]
+    lines = ["Traceback (most recent call last):"]
+    for f in frames:
+        lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}')
+        if f.line:
+            lines.append(f"    {f.line}")
+    lines.extend(traceback.format_exception_only(type(exc), exc)[-1].rstrip().splitlines())
+    return "\n".join(lines)
+
+
+class Router(Protocol):
+    """Executes calls and accounts per-request work; implemented by the traffic engine."""
+
+    def call(self, ctx: "Context", service: str, endpoint: str, payload: dict) -> dict: ...
+
+    def work(self, ctx: "Context", ms: float) -> None: ...
+
+    def invoke(self, ctx: "Context", fn: Callable[[], Any], weight: float) -> "Outcome": ...
+
+
+@dataclass
+class Outcome:
+    value: Any = None
+    error: Optional[str] = None
+    latency_ms: float = 0.0
+
+
+@dataclass
+class Context:
+    """What handler code sees: ``ctx.call``, ``ctx.store``, ``ctx.config``, ``ctx.work``,
+    ``ctx.log``, ``ctx.cache``. One context per container; per-request accounting lives in the
+    router, so nested and re-entrant calls are safe."""
+
+    app: str
+    service: str
+    pod: str
+    zone: str
+    config_data: dict[str, str]
+    router: Router
+    logger: Callable[[str], None]
+    cache_dict: dict[str, Any] = field(default_factory=dict)
+
+    def call(self, service: str, endpoint: str, payload: Optional[dict] = None) -> dict:
+        return self.router.call(self, service, endpoint, payload or {})
+
+    def store(self, name: str) -> "StoreClient":
+        return StoreClient(self, name)
+
+    def config(self, key: str, default: Optional[str] = None) -> str:
+        value = self.config_data.get(key, default)
+        if value is None:
+            raise KeyError(f"missing configuration key {key!r}")
+        return value
+
+    def work(self, ms: float) -> None:
+        self.router.work(self, ms)
+
+    def log(self, message: str) -> None:
+        self.logger(message)
+
+    def cache(self) -> dict[str, Any]:
+        """Per-pod in-memory cache; its size counts toward the pod's memory."""
+        return self.cache_dict
+
+
+class StoreClient:
+    """A datastore client: each operation is a call to the datastore's Service."""
+
+    def __init__(self, ctx: Context, name: str) -> None:
+        self._ctx = ctx
+        self._name = name
+
+    def get(self, key: str) -> Any:
+        return self._ctx.call(self._name, "get", {"key": key}).get("value")
+
+    def put(self, key: str, value: Any) -> None:
+        self._ctx.call(self._name, "put", {"key": key, "value": value})
+
+    def incr(self, key: str, by: int = 1) -> int:
+        return int(self._ctx.call(self._name, "incr", {"key": key, "by": by})["value"])
+
+
+DATASTORE_SOURCE = '''"""A key-value datastore (the twin's stand-in for redis/mongodb/memcached images)."""
+
+_DATA = {}
+
+
+def get(ctx, req):
+    ctx.work(0.3)
+    return {"value": _DATA.get(req["key"])}
+
+
+def put(ctx, req):
+    ctx.work(0.4)
+    _DATA[req["key"]] = req["value"]
+    return {"ok": True}
+
+
+def incr(ctx, req):
+    ctx.work(0.3)
+    _DATA[req["key"]] = int(_DATA.get(req["key"]) or 0) + int(req.get("by", 1))
+    return {"value": _DATA[req["key"]]}
+
+
+def ready(ctx):
+    return True
+
+
+ENDPOINTS = {"get": get, "put": put, "incr": incr}
+'''
+
+
+def datastore_artifact(app: str, service: str, image: str) -> Artifact:
+    """Datastores run a stock image, not the app's code; their digest comes from the image name."""
+    import hashlib
+
+    digest = "sha256:" + hashlib.sha256(f"{image}\n{DATASTORE_SOURCE}".encode()).hexdigest()
+    return Artifact(app, service, digest, "services/datastore.py", {"services/datastore.py": DATASTORE_SOURCE})

@@ -1,0 +1,155 @@
+"""kube-scheduler, reduced to the predicates and priorities a two-zone marathon exercises:
+node readiness, cordons, taints/tolerations, nodeSelector and required node affinity, resource
+requests against allocatable, and zone topology spread. Unschedulable pods stay Pending with
+the real FailedScheduling message."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Optional
+
+from .objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
+from .quantity import cpu_millicores, memory_bytes
+from .store import Store
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def pod_requests(pod: dict[str, Any]) -> tuple[int, int]:
+    cpu = mem = 0
+    for c in pod["spec"].get("containers") or []:
+        req = (c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits") or {}
+        cpu += cpu_millicores(req.get("cpu"))
+        mem += memory_bytes(req.get("memory"))
+    return cpu, mem
+
+
+def _tolerates(pod: dict[str, Any], taint: dict[str, Any]) -> bool:
+    for tol in pod["spec"].get("tolerations") or []:
+        if tol.get("effect") and tol["effect"] != taint["effect"]:
+            continue
+        if tol.get("operator") == "Exists" and (not tol.get("key") or tol["key"] == taint["key"]):
+            return True
+        if tol.get("key") == taint["key"] and tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _affinity_ok(pod: dict[str, Any], labels: dict[str, str]) -> bool:
+    for k, v in (pod["spec"].get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    required = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    return any(selector_matches({"matchExpressions": t.get("matchExpressions") or []}, labels) for t in terms)
+
+
+class Scheduler:
+    def __init__(self, store: Store, events: EventRecorder) -> None:
+        self.store = store
+        self.events = events
+        self._ip_counters: Counter[str] = Counter()
+
+    def reconcile(self) -> None:
+        pending = [p for p in self.store.list("Pod") if not p["spec"].get("nodeName") and pod_is_active(p)]
+        if not pending:
+            return
+        nodes = self.store.list("Node")
+        usage = self._usage()
+        for pod in sorted(pending, key=lambda p: p["metadata"]["creationTimestamp"]):
+            node, reasons = self._pick(pod, nodes, usage)
+            if node is None:
+                message = self._failure_message(len(nodes), reasons)
+                if set_condition(pod, "PodScheduled", "False", self.store.clock(), "Unschedulable", message):
+                    self.store.touch(pod)
+                self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+                continue
+            name = node["metadata"]["name"]
+            pod["spec"]["nodeName"] = name
+            set_condition(pod, "PodScheduled", "True", self.store.clock())
+            self.store.touch(pod)
+            cpu, mem = pod_requests(pod)
+            u = usage.setdefault(name, [0, 0])
+            u[0] += cpu
+            u[1] += mem
+            self.events.record(pod, "Normal", "Scheduled",
+                               f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
+                               "default-scheduler")
+
+    def _usage(self) -> dict[str, list[int]]:
+        usage: dict[str, list[int]] = {}
+        for p in self.store.list("Pod"):
+            n = p["spec"].get("nodeName")
+            if n and pod_is_active(p):
+                cpu, mem = pod_requests(p)
+                u = usage.setdefault(n, [0, 0])
+                u[0] += cpu
+                u[1] += mem
+        return usage
+
+    def _pick(self, pod: dict[str, Any], nodes: list[dict[str, Any]],
+              usage: dict[str, list[int]]) -> tuple[Optional[dict[str, Any]], Counter[str]]:
+        reasons: Counter[str] = Counter()
+        cpu, mem = pod_requests(pod)
+        feasible = []
+        for node in nodes:
+            ready = condition(node, "Ready")
+            untolerated = [t for t in node["spec"].get("taints") or []
+                           if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(pod, t)]
+            if node["spec"].get("unschedulable"):
+                reasons["node(s) were unschedulable"] += 1
+            elif untolerated:
+                t = untolerated[0]
+                reasons[f"node(s) had untolerated taint {{{t['key']}: {t.get('value', '')}}}"] += 1
+            elif not ready or ready["status"] != "True":
+                reasons["node(s) were not ready"] += 1
+            elif not _affinity_ok(pod, node["metadata"].get("labels") or {}):
+                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
+            else:
+                alloc = node["status"].get("allocatable") or {}
+                used = usage.get(node["metadata"]["name"], [0, 0])
+                if used[0] + cpu > cpu_millicores(alloc.get("cpu")):
+                    reasons["Insufficient cpu"] += 1
+                elif used[1] + mem > memory_bytes(alloc.get("memory")):
+                    reasons["Insufficient memory"] += 1
+                else:
+                    feasible.append(node)
+        if not feasible:
+            return None, reasons
+        return min(feasible, key=lambda n: self._score(pod, n, usage)), reasons
+
+    def _score(self, pod: dict[str, Any], node: dict[str, Any], usage: dict[str, list[int]]) -> tuple:
+        """Lower is better: fewest matching pods in the zone (spread), then on the node, then
+        least requested CPU, then name for determinism."""
+        spread = 0
+        for c in pod["spec"].get("topologySpreadConstraints") or []:
+            key = c.get("topologyKey")
+            value = (node["metadata"].get("labels") or {}).get(key)
+            spread += sum(1 for p in self.store.list("Pod", pod["metadata"]["namespace"])
+                          if p["spec"].get("nodeName") and pod_is_active(p) and p is not pod
+                          and selector_matches(c.get("labelSelector"), p["metadata"].get("labels") or {})
+                          and self._node_label(p["spec"]["nodeName"], key) == value)
+        same_node = sum(1 for p in self.store.list("Pod", pod["metadata"]["namespace"])
+                        if p["spec"].get("nodeName") == node["metadata"]["name"] and pod_is_active(p)
+                        and p["metadata"].get("labels", {}).get("app") == pod["metadata"].get("labels", {}).get("app"))
+        return (spread, same_node, usage.get(node["metadata"]["name"], [0, 0])[0], node["metadata"]["name"])
+
+    def _node_label(self, node_name: str, key: str) -> Optional[str]:
+        node = self.store.get("Node", None, node_name)
+        return (node["metadata"].get("labels") or {}).get(key) if node else None
+
+    @staticmethod
+    def _failure_message(total: int, reasons: Counter[str]) -> str:
+        parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: kv[0]))
+        return (f"0/{total} nodes are available: {parts}. preemption: 0/{total} nodes are available: "
+                f"{total} Preemption is not helpful for scheduling.")
+
+    def next_ip(self, node: dict[str, Any]) -> str:
+        name = node["metadata"]["name"]
+        self._ip_counters[name] += 1
+        index = int(node["spec"].get("podCIDR", "10.244.0.0/24").split(".")[2])
+        n = self._ip_counters[name] % 250 + 2
+        return f"10.244.{index}.{n}"

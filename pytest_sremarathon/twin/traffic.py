@@ -1,0 +1,295 @@
+"""Traffic through the applications' real handler code.
+
+Each tick, every application receives a sample of requests at its ingress; each sampled request
+stands for ``weight`` real ones. A request runs the entry service's handler, whose ``ctx.call``
+picks a ready endpoint of the called Service (same zone first), crosses the network model
+(hop latency, partitions, DNS), and runs the callee's handler in that pod's module instance.
+Latency is the handler's declared work, slowed by CPU contention, plus downstream latencies and
+network hops. A failure raises a :class:`ServiceError` into the caller, carrying the component
+where it originated — so symptoms appear upstream of the cause, as in production.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .runtime import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from .store import Store
+
+if TYPE_CHECKING:
+    from ..apps import AppSpec
+    from .kubelet import Container, Kubelet
+
+INGRESS_TIMEOUT_MS = 10000.0
+DEFAULT_TIMEOUT_MS = 1000.0
+SAMPLES_PER_TICK = 16
+MAX_TRACEBACKS_PER_TICK = 3
+
+
+@dataclass
+class Network:
+    """Physical network state the faults manipulate."""
+
+    node_up: dict[str, bool] = field(default_factory=dict)
+    node_zone: dict[str, str] = field(default_factory=dict)
+    partitions: set[frozenset[str]] = field(default_factory=set)
+    zone_latency_ms: dict[str, float] = field(default_factory=dict)
+    dns_broken_zones: set[str] = field(default_factory=set)
+    node_cpu_noise: dict[str, float] = field(default_factory=dict)  # millicores stolen by neighbours
+
+    def reachable(self, a: str, b: str) -> bool:
+        return a == b or frozenset((a, b)) not in self.partitions
+
+    def hop_ms(self, a: str, b: str) -> float:
+        base = 0.4 if a == b else 2.5
+        return base + self.zone_latency_ms.get(a, 0.0) + (self.zone_latency_ms.get(b, 0.0) if a != b else 0.0)
+
+
+@dataclass
+class ServiceStats:
+    requests: float = 0.0
+    errors: float = 0.0
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (ms, weight)
+    origins: Counter = field(default_factory=Counter)  # component -> weighted errors
+
+    def percentile(self, q: float) -> float:
+        if not self.latencies:
+            return 0.0
+        ordered = sorted(self.latencies)
+        total = sum(w for _, w in ordered)
+        target = q * total
+        acc = 0.0
+        for ms, w in ordered:
+            acc += w
+            if acc >= target:
+                return ms
+        return ordered[-1][0]
+
+
+@dataclass
+class _Frame:
+    container: Optional["Container"]
+    work_ms: float = 0.0
+    downstream_ms: float = 0.0
+
+
+@dataclass
+class _Endpoint:
+    containers: list["Container"]
+    port_ok: bool
+
+
+def _contention(rho: float) -> float:
+    """Queueing slowdown at utilisation rho, normalised to 1 at light load."""
+    return max(1.0, 0.7 / (1.0 - min(rho, 0.97)))
+
+
+class TrafficEngine:
+    """The router behind every ``ctx.call`` and the load generator at each app's ingress."""
+
+    def __init__(self, store: Store, network: Network, apps: list["AppSpec"]) -> None:
+        self.store = store
+        self.network = network
+        self.apps = {a.namespace: a for a in apps}
+        self.kubelet: Optional["Kubelet"] = None
+        self._stack: list[_Frame] = []
+        self._endpoints: dict[tuple[str, str], _Endpoint] = {}
+        self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
+        self._weight = 1.0
+        self._rng = random.Random(0)
+        self.stats: dict[tuple[str, str], ServiceStats] = {}
+        self._pod_work: Counter = Counter()
+        self._pod_requests: Counter = Counter()
+        self._tracebacks: Counter = Counter()
+        self._now: Optional[datetime] = None
+
+    # -- per tick --------------------------------------------------------------------------
+    def prepare(self, now: datetime, rng: random.Random) -> None:
+        """Snapshot endpoints and CPU pressure for this tick."""
+        assert self.kubelet is not None
+        self._now = now
+        self._rng = rng
+        self._endpoints.clear()
+        self._tracebacks.clear()
+        by_uid = self.kubelet.containers
+        for svc in self.store.list("Service"):
+            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            ep = self.store.get("Endpoints", ns, name)
+            ready: list["Container"] = []
+            for subset in (ep or {}).get("subsets") or []:
+                for addr in subset.get("addresses") or []:
+                    c = by_uid.get(addr.get("targetRef", {}).get("uid", ""))
+                    if c is not None:
+                        ready.append(c)
+            self._endpoints[(ns, name)] = _Endpoint(ready, self._port_ok(svc, ready))
+        node_load: Counter = Counter()
+        for c in by_uid.values():
+            node_load[c.node] += c.cpu_millicores
+        self._slowdown.clear()
+        for uid, c in by_uid.items():
+            node = self.store.get("Node", None, c.node)
+            capacity = float(node["status"]["allocatable"]["cpu"]) * 1000 if node else 4000.0
+            node_rho = (node_load[c.node] + self.network.node_cpu_noise.get(c.node, 0.0)) / capacity
+            pod_rho = c.cpu_millicores / c.cpu_limit if c.cpu_limit else 0.0
+            self._slowdown[uid] = max(_contention(node_rho), _contention(pod_rho))
+
+    def _port_ok(self, svc: dict[str, Any], ready: list["Container"]) -> bool:
+        if not ready:
+            return True
+        pod = self.store.get("Pod", ready[0].namespace, ready[0].pod_name)
+        if pod is None:
+            return True
+        spec = pod["spec"]["containers"][0]
+        ports = {p.get("containerPort") for p in spec.get("ports") or []} | \
+            {p.get("name") for p in spec.get("ports") or [] if p.get("name")}
+        return all(p.get("targetPort", p.get("port")) in ports for p in svc["spec"].get("ports") or [])
+
+    def run(self, dt: float, rps_of: Callable[["AppSpec"], float]) -> dict[tuple[str, str], ServiceStats]:
+        """Send one tick's sampled requests into every app; returns per-service stats."""
+        self.stats = {}
+        self._pod_work.clear()
+        self._pod_requests.clear()
+        for ns, app in self.apps.items():
+            rps = rps_of(app)
+            if rps <= 0:
+                continue
+            zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
+            for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
+                self._weight = rps * share * dt / n
+                for _ in range(n):
+                    params = app.traffic.params(mix, self._rng)
+                    ingress = Context(app=ns, service="ingress", pod="ingress", zone=self._rng.choice(zones),
+                                      config_data={}, router=self, logger=lambda _line: None)
+                    self._stack = [_Frame(None)]
+                    try:
+                        self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
+                    except ServiceError:
+                        pass
+        assert self.kubelet is not None
+        for uid, c in self.kubelet.containers.items():
+            c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
+        return self.stats
+
+    # -- the Router protocol ---------------------------------------------------------------
+    def work(self, ctx: Context, ms: float) -> None:
+        if self._stack:
+            self._stack[-1].work_ms += ms
+
+    def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict:
+        timeout = float(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
+        return self._call(ctx, service, endpoint, payload, timeout)
+
+    def invoke(self, ctx: Context, fn: Callable[[], Any], weight: float) -> Outcome:
+        """Run a probe or startup hook in a container, with its downstream calls counted."""
+        saved_stack, saved_weight = self._stack, self._weight
+        container = self._container_of(ctx)
+        self._stack, self._weight = [_Frame(container)], weight
+        try:
+            value = fn()
+            error = None
+        except ServiceError as exc:
+            value, error = None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - the probe answers 500
+            value, error = None, f"{type(exc).__name__}: {exc}"
+            ctx.log("ERROR readiness check failed\n" + format_exception(exc))
+        frame = self._stack[0]
+        latency = frame.work_ms * self._slowdown.get(container.pod_uid, 1.0) if container else frame.work_ms
+        latency += frame.downstream_ms
+        self._stack, self._weight = saved_stack, saved_weight
+        return Outcome(value=value, error=error, latency_ms=latency)
+
+    # -- internals -------------------------------------------------------------------------
+    def _container_of(self, ctx: Context) -> Optional["Container"]:
+        assert self.kubelet is not None
+        return self.kubelet.by_name.get((ctx.app, ctx.pod))
+
+    def _component(self, ns: str, service: str) -> str:
+        return f"service:{ns}/{service}"
+
+    def _call(self, ctx: Context, service: str, endpoint: str, payload: dict, timeout_ms: float) -> dict:
+        ns = ctx.app
+        caller = self._stack[-1]
+        if ctx.zone in self.network.dns_broken_zones:
+            caller.downstream_ms += 5000.0
+            raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
+                                             "read udp: i/o timeout", origin=f"zone:{ctx.zone}")
+        ep = self._endpoints.get((ns, service))
+        if ep is None:  # the caller names a host that does not exist: the caller is misconfigured
+            caller.downstream_ms += 2.0
+            raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local: no such host",
+                               origin=self._component(ns, service if ctx.service == "ingress" else ctx.service))
+        if not ep.port_ok:
+            caller.downstream_ms += 1.0
+            self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
+                               origin=self._component(ns, service))
+        candidates = [c for c in ep.containers if c.state == "running"]
+        if not candidates:
+            caller.downstream_ms += 1.0
+            self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
+                                             "reset reason: connection failure (no healthy upstream)",
+                               origin=self._component(ns, service))
+        local = [c for c in candidates if c.zone == ctx.zone]
+        target = self._rng.choice(local or candidates)
+        hop = self.network.hop_ms(ctx.zone, target.zone)
+        if not self.network.node_up.get(target.node, True):
+            caller.downstream_ms += timeout_ms
+            self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
+            raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
+        if not self.network.reachable(ctx.zone, target.zone):
+            caller.downstream_ms += timeout_ms
+            zones = "|".join(sorted((ctx.zone, target.zone)))
+            raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
+        handler = (target.module.ENDPOINTS if target.module is not None else {}).get(endpoint)
+        frame = _Frame(target)
+        self._stack.append(frame)
+        error: Optional[ServiceError] = None
+        result: Any = None
+        try:
+            if handler is None:
+                raise ServiceError(service, 404, f"no handler for {endpoint!r}", origin=self._component(ns, service))
+            assert target.ctx is not None
+            result = handler(target.ctx, payload)
+        except ServiceError as exc:
+            origin = exc.origin if exc.status != 404 else self._component(ns, service)
+            error = ServiceError(service, 500 if exc.status != 404 else 404, str(exc), origin=origin)
+            self._log_error(target, endpoint, f"ERROR {endpoint}: upstream call failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the service's own bug: a 500 with a traceback
+            error = ServiceError(service, 500, "Internal Server Error", origin=self._component(ns, service))
+            self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
+                            key=type(exc).__name__)
+        finally:
+            self._stack.pop()
+        latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms + hop
+        self._pod_work[target.pod_uid] += frame.work_ms * self._weight
+        self._record(ns, service, latency, failed=error is not None, origin=error.origin if error else None)
+        if latency > timeout_ms:
+            caller.downstream_ms += timeout_ms
+            raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
+        caller.downstream_ms += latency
+        if error is not None:
+            raise error
+        return result if isinstance(result, dict) else {"value": result}
+
+    def _record(self, ns: str, service: str, latency: float, *, failed: bool, origin: Optional[str]) -> None:
+        s = self.stats.get((ns, service))
+        if s is None:
+            s = self.stats[(ns, service)] = ServiceStats()
+        w = self._weight
+        s.requests += w
+        s.latencies.append((latency, w))
+        if failed:
+            s.errors += w
+            if origin:
+                s.origins[origin] += w
+
+    def _log_error(self, c: "Container", endpoint: str, text: str, key: str = "upstream") -> None:
+        k = (c.pod_uid, endpoint, key)
+        self._tracebacks[k] += 1
+        if self._tracebacks[k] <= MAX_TRACEBACKS_PER_TICK and self._now is not None:
+            c.log(self._now, text)
