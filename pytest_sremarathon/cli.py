@@ -1,12 +1,110 @@
-"""The ``sremarathon`` command (minimal: the bundle subcommands; the lead wires in the rest)."""
+"""The ``sremarathon`` command: ``run`` a marathon outside pytest, ``verify`` and ``score``
+bundles, and the tools around them."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 from . import __version__, cli_bundle
+from .agent.host import AgentSpec
+from .agent.loader import AgentLoadError, resolve_agent
+from .errors import SremarathonError
+from .marathon import Marathon, MarathonOptions, Progress, RunResult
+from .scenario import load_scenario
+from .scoring import format_table
+
+DEFAULT_SCENARIO = Path("scenarios/marathon.yaml")
+DEFAULT_OUT = Path("sremarathon-runs")
+
+
+def _fail(message: str) -> int:
+    print(f"sremarathon: error: {message}", file=sys.stderr)
+    return 2
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--agent", metavar="PKG.MOD:CLASS", help="the agent class, e.g. pytest_sremarathon.baselines:RollbackAgent")
+    who.add_argument("--agent-cmd", metavar="COMMAND", help="a command speaking the JSON-lines agent protocol")
+    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    p.add_argument("--seed", type=int, help="seed of the run (default: the scenario's)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where bundles go (default: %(default)s)")
+    p.add_argument("--step-budget", type=float, metavar="SECONDS", help="wall seconds per agent step")
+    p.add_argument("--signing-key", type=Path, metavar="FILE", help="ed25519 private key to sign the bundle with")
+    p.add_argument("--duration", metavar="DURATION", help="override the run length (e.g. 2h) for a quick run")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    score = result.score
+    return {
+        "score": round(score.score, 3),
+        "declared_done_gap": round(score.declared_done_gap, 3),
+        "false_resolution_rate": score.false_resolution_rate,
+        "bundle": str(result.bundle),
+        "run_id": result.run_id,
+        "virtual_seconds": result.virtual_seconds,
+        "wall_seconds": round(result.wall_seconds, 3),
+        "isolation": result.isolation,
+        "weights": score.weights,
+        "faults": [{"id": f.id, "kind": f.kind, "component": f.component, "change": f.change,
+                    "start": f.start, "end": f.end, "correlated": f.correlated, "localized": f.localized,
+                    "repaired": f.repaired, "points": f.points} for f in score.faults],
+    }
+
+
+def _progress_printer(quiet: bool) -> Optional[Any]:
+    if quiet:
+        return None
+
+    def show(p: Progress) -> None:
+        done = p.now.strftime("%H:%M")
+        print(f"  [{done} of {p.end.strftime('%H:%M')} virtual] faults injected {p.injected}, active {p.active}, "
+              f"alerts firing {p.firing}, agent steps {p.steps}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .bundle import load_signing_key
+    from .scenario import parse_duration
+
+    try:
+        scenario = load_scenario(args.scenario)
+        if args.duration:
+            scenario = scenario.with_overrides(duration=parse_duration(args.duration))
+        if args.agent:
+            resolve_agent(args.agent)  # fail fast, in one line, before starting anything
+        spec = AgentSpec.from_options(args.agent, args.agent_cmd)
+        key = load_signing_key(args.signing_key) if args.signing_key else None
+    except (SremarathonError, AgentLoadError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    seed = args.seed if args.seed is not None else scenario.spec.seed
+    options = MarathonOptions(agent=spec, seed=seed, out_dir=args.out, step_budget=args.step_budget,
+                              signing_key=key, progress=_progress_printer(args.quiet or args.json))
+    from .hookspecs import standalone_plugin_manager
+
+    marathon = Marathon(scenario, options, hook=standalone_plugin_manager().hook)
+    if not (args.quiet or args.json):
+        print(f"sremarathon: {scenario.name} seed {seed}, {len(scenario.apps)} app(s), "
+              f"{scenario.spec.duration / 3600:g} virtual hours, agent {spec.label}", file=sys.stderr, flush=True)
+    try:
+        result = marathon.run()
+    except SremarathonError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(result_json(result), indent=None))
+    else:
+        print(format_table(result.score))
+        print(f"\nMarathon-Score: {result.score.score:.1f} / 100   "
+              f"(virtual {result.virtual_seconds / 3600:g} h in {result.wall_seconds:.1f} s wall)")
+        print(f"bundle: {result.bundle}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Benchmark SRE agents on multi-fault marathons.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("run", help="run a marathon with an agent and print its score",
+                       description="Run a marathon on the embedded twin, seal the bundle, print the score.")
+    add_run_options(p)
+    p.set_defaults(func=cmd_run)
     cli_bundle.add_parsers(sub)
     return parser
 

@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
@@ -292,6 +292,10 @@ class _Process:
                 self.lines.put(line)
         except (OSError, ValueError):
             pass
+        finally:
+            # The reading thread owns the stream: closing it from elsewhere would block on the
+            # buffer lock while a surviving grandchild keeps the pipe open.
+            out.close()
         self.lines.put(_EOF)
 
     def _read_stderr(self) -> None:
@@ -305,6 +309,8 @@ class _Process:
                 self.log.write(chunk)
         except (OSError, ValueError):
             pass
+        finally:
+            err.close()
 
     def _write_stdin(self) -> None:
         stdin = self.proc.stdin
@@ -328,11 +334,32 @@ class _Process:
         self._outbox.put(json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
 
     def recv(self, deadline: float) -> Any:
-        """The next stdout line, :data:`_EOF`, :data:`_OVERSIZE`, or ``None`` at the deadline."""
+        """The next stdout line, :data:`_EOF`, :data:`_OVERSIZE`, or ``None`` at the deadline.
+
+        A process that has exited counts as EOF even if a forked grandchild still holds the
+        pipe open."""
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self.lines.get(timeout=max(0.0, min(remaining, 0.25)))
+            except queue.Empty:
+                pass
+            if self.exited():
+                try:
+                    return self.lines.get(timeout=0.2)  # a last line written just before exiting
+                except queue.Empty:
+                    return _EOF
+            if remaining <= 0.25:
+                return None
+
+    def exited(self) -> bool:
+        """Has the process exited? (Without reaping it, see :meth:`exit_description`.)"""
+        if self.proc.returncode is not None:
+            return True
         try:
-            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            return None
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+        except ChildProcessError:
+            return True
 
     def drain(self) -> list[bytes]:
         stale: list[bytes] = []
@@ -399,13 +426,9 @@ class _Process:
         except subprocess.TimeoutExpired:
             pass
         for t in self._threads:
-            t.join(timeout=1.0)
-        for f in (self.proc.stdout, self.proc.stderr):
-            try:
-                if f is not None:
-                    f.close()
-            except OSError:
-                pass
+            # Readers end at EOF; one may stay blocked (daemon) while an escaped grandchild of a
+            # non-isolated agent still holds the pipe.
+            t.join(timeout=0.5)
 
 
 # --- the host -------------------------------------------------------------------------------
@@ -421,15 +444,16 @@ class AgentHost:
         if step_budget <= 0:
             raise ValueError("step_budget must be positive")
         self.spec = spec
-        self.env = env
         self.step_budget = float(step_budget)
         self.setup_budget = float(setup_budget if setup_budget is not None else max(step_budget, 30.0))
         self.max_setup_failures = max(1, int(max_setup_failures))
         self.python = python
         self.workspace = Path(env.workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
+        # The agent gets absolute paths: it runs elsewhere (cwd = workspace, maybe namespaced).
+        self.env = env.model_copy(update={"workspace": str(self.workspace),
+                                          "kubeconfig": str(Path(env.kubeconfig).resolve())})
         self.hide = [str(Path(p).resolve()) for p in hide]
-        self._log = _StderrLog(Path(stderr_path), stderr_cap)
         if isolation == "none":
             self.isolation: Isolation = "none"
             self._prefix: list[str] = []
@@ -438,6 +462,7 @@ class AgentHost:
             self.isolation, self._prefix, self.isolation_detail = detect_isolation(python)
             if isolation == "namespaces" and self.isolation != "namespaces":
                 raise RuntimeError(f"agent isolation required but {self.isolation_detail}")
+        self._log = _StderrLog(Path(stderr_path), stderr_cap)
         self._proc: Optional[_Process] = None
         self._next_id = 0
         self.starts = 0               # processes started (1 + restarts)
@@ -503,7 +528,7 @@ class AgentHost:
         if self.isolation != "namespaces":
             return inner
         sandbox = [self.python, "-m", WORKER_MODULE, "--sandbox", "--writable", str(self.workspace),
-                   "--keep", str(Path(self.env.kubeconfig).resolve())]
+                   "--keep", self.env.kubeconfig]
         for h in self.hide:
             sandbox += ["--hide", h]
         if self.spec.cmd is not None:
@@ -514,7 +539,7 @@ class AgentHost:
         tmp = self.workspace / ".tmp"
         tmp.mkdir(exist_ok=True)
         return _scrubbed_env(str(self.workspace), {
-            "KUBECONFIG": str(Path(self.env.kubeconfig).resolve()),
+            "KUBECONFIG": self.env.kubeconfig,
             "TMPDIR": str(tmp),
             "PYTHONPATH": _python_path(self.hide),
         })

@@ -29,10 +29,14 @@ class ChangeFault(FaultKind):
                                               curated.message, curated.author)
         fault.change = change.id
         fault.component = f"service:{fault.app}/{curated.fault.service}"
-        fault.params.setdefault("service", curated.fault.service)
         fault.description = f"{self.name} in {fault.app}/{curated.fault.service}: {curated.message}"
         fault.impact = self.symptoms_from(world, fault.app, curated.fault.service)
         world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
+
+    def _service(self, world: World, fault: Fault) -> str:
+        curated = world.curated(fault.app, fault.params["change"])
+        assert curated.fault is not None
+        return curated.fault.service
 
     def _signature_file(self, world: World, fault: Fault) -> tuple[str, str]:
         curated = world.curated(fault.app, fault.params["change"])
@@ -66,7 +70,7 @@ class CodeFault(ChangeFault):
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         path, signature = self._signature_file(world, fault)
-        service = fault.params["service"]
+        service = self._service(world, fault)
         for c in _containers(world, fault.app, service):
             artifact = world.cluster.artifacts.by_image(c.image)
             if artifact is not None and signature in artifact.files.get(path, ""):
@@ -90,7 +94,7 @@ class ConfigFault(ChangeFault):
     def mitigated(self, world: World, fault: Fault) -> bool:
         curated = world.curated(fault.app, fault.params["change"])
         assert curated.fault is not None and curated.fault.key is not None
-        service = fault.params["service"]
+        service = self._service(world, fault)
         for c in _containers(world, fault.app, service):
             if c.ctx is not None and c.ctx.config_data.get(curated.fault.key) == curated.fault.value:
                 return False

@@ -52,12 +52,13 @@ class AppPipeline:
 
 
 def apply_edit(text: str, find: str, replace: str) -> Optional[str]:
-    """Replace the first occurrence of ``find``; a block written without its indentation
-    (as YAML block scalars store it) matches at the indentation it has in the file."""
+    """Replace the first occurrence of ``find`` that starts a line; a block written without its
+    indentation (as YAML block scalars store it) matches at the indentation it has in the file."""
     for indent in ("", "    ", "        ", "            "):
         f = textwrap.indent(find, indent)
-        if f in text:
-            return text.replace(f, textwrap.indent(replace, indent), 1)
+        at = 0 if text.startswith(f) else ("\n" + text).find("\n" + f)
+        if at >= 0:
+            return text[:at] + textwrap.indent(replace, indent) + text[at + len(f):]
     return None
 
 
@@ -87,6 +88,7 @@ class Pipelines:
         self.emit = emit
         self.root = root
         self.apps: dict[str, AppPipeline] = {}
+        self._parsed: dict[tuple[bool, str], Any] = {}
         for app in apps:
             repo = GitRepo.create(root / app.namespace, app.root, clock(), f"Import {app.name} {app.description}".strip())
             self.apps[app.namespace] = AppPipeline(app, repo)
@@ -113,7 +115,7 @@ class Pipelines:
             commit = p.repo.revert(record.commit, self._author(actor), self.clock())
         except GitError as exc:
             raise PipelineError(409, str(exc)) from None
-        reverted = self._record_commit(p, commit, actor)
+        reverted = self._record_commit(p, commit, actor).change
         self.deploy(app, "HEAD", actor)
         return reverted
 
@@ -189,13 +191,22 @@ class Pipelines:
         self.emit("pipeline.change", ChangeCommitted(actor=actor, app=p.app.namespace, change=data))
         return record
 
+    def _parse(self, text: str, *, many: bool) -> Any:
+        """YAML documents of a file, parsed once per distinct content (deploys repeat them)."""
+        key = (many, text)
+        if key not in self._parsed:
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            self._parsed[key] = [d for d in yaml.load_all(text, Loader=loader) if d] if many else \
+                (yaml.load(text, Loader=loader) or {})
+        return copy.deepcopy(self._parsed[key])
+
     def _render(self, app: AppSpec, files: dict[str, str], artifacts: dict[str, Artifact], commit: str,
                 message: str) -> list[dict[str, Any]]:
         configs: dict[str, dict[str, Any]] = {}
         for path, text in sorted(files.items()):
             if path.startswith("config/") and path.endswith(".yaml"):
                 svc = Path(path).stem
-                data = {k: str(v) for k, v in (yaml.safe_load(text) or {}).items()}
+                data = {k: str(v) for k, v in self._parse(text, many=False).items()}
                 configs[svc] = {"apiVersion": "v1", "kind": "ConfigMap",
                                 "metadata": {"name": f"{svc}-config", "namespace": app.namespace,
                                              "labels": {"app": svc, "app.kubernetes.io/part-of": app.name}},
@@ -205,10 +216,7 @@ class Pipelines:
         for path, text in sorted(files.items()):
             if not (path.startswith("manifests/") and path.endswith(".yaml")):
                 continue
-            for doc in yaml.safe_load_all(text):
-                if not doc:
-                    continue
-                doc = copy.deepcopy(doc)
+            for doc in self._parse(text, many=True):
                 doc.setdefault("metadata", {})["namespace"] = app.namespace
                 if doc.get("kind") == "Deployment":
                     self._pin_images(doc, app, artifacts, configs)

@@ -37,6 +37,7 @@ import json
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
 import traceback
@@ -50,7 +51,7 @@ from urllib.parse import parse_qsl, unquote
 import yaml
 
 from ..policy import Decision, MutationRequest
-from . import defaults, openapi, patch as patching, tables
+from . import defaults, openapi, patch as patching, tables, tls
 from .selectors import field_predicate, label_predicate, selector_string
 from .store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 
@@ -248,6 +249,9 @@ class ApiServer:
         for key in ("api", "apis", "version"):
             self._static[f"/openapi/v3/{key}"] = _dumps(openapi.openapi_document(key))
         self.watch_bookmark_interval = 60.0  # wall seconds between BOOKMARKs on an idle watch
+        self._openapi_v2 = openapi.openapi_v2_protobuf()
+        self._tls = tls.credentials()
+        self._ssl = tls.server_context(self._tls)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -299,7 +303,18 @@ class ApiServer:
 
     @property
     def url(self) -> str:
+        """Plain-HTTP base URL (for in-process and extension clients that set the header themselves)."""
         return f"http://{self.host}:{self._port}"
+
+    @property
+    def https_url(self) -> str:
+        """The same port spoken over TLS; what kubeconfigs point at (kubectl only sends tokens over TLS)."""
+        return f"https://{self.host}:{self._port}"
+
+    @property
+    def ca_pem(self) -> bytes:
+        """PEM of the CA that signed the server certificate."""
+        return self._tls.ca_pem
 
     def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
         path = Path(path)
@@ -307,7 +322,9 @@ class ApiServer:
         user = f"{context}-{self.tokens.get(token, 'user')}"
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": {
+                "server": self.https_url,
+                "certificate-authority-data": base64.b64encode(self._tls.ca_pem).decode()}}],
             "users": [{"name": user, "user": {"token": token}}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
             "current-context": context,
@@ -334,8 +351,15 @@ class ApiServer:
                              name=f"apiserver-conn:{self._port}").start()
 
     def _serve_connection(self, conn: socket.socket) -> None:
-        rfile = conn.makefile("rb", buffering=65536)
+        raw = conn
+        rfile = None
         try:
+            conn.settimeout(30)
+            first = conn.recv(1, socket.MSG_PEEK)
+            if first == b"\x16":  # a TLS ClientHello: the same port speaks HTTPS
+                conn = self._ssl.wrap_socket(conn, server_side=True)
+            conn.settimeout(None)
+            rfile = conn.makefile("rb", buffering=65536)
             while not self._stopping.is_set():
                 line = rfile.readline(65537)
                 if not line:
@@ -383,13 +407,14 @@ class ApiServer:
                 conn.sendall(head.encode("latin-1") + b"\r\n" + (payload if method != "HEAD" else b""))
                 if not keep_alive:
                     break
-        except (OSError, ValueError):
+        except (OSError, ValueError, ssl.SSLError):
             pass
         finally:
             with self._conns_lock:
-                self._conns.discard(conn)
+                self._conns.discard(raw)
             try:
-                rfile.close()
+                if rfile is not None:
+                    rfile.close()
                 conn.close()
             except OSError:
                 pass
@@ -428,6 +453,8 @@ class ApiServer:
         for prefix, handler in self.extensions.items():
             if ctx.path.startswith(prefix) or path == prefix.rstrip("/"):
                 return self._extension(handler, ctx)
+        if path == "/openapi/v2" and ctx.method == "GET":
+            return 200, openapi.OPENAPI_V2_PROTOBUF, self._openapi_v2
         static = self._static.get(path)
         if static is not None:
             if ctx.method != "GET":
@@ -1317,10 +1344,19 @@ def _aware(t: datetime) -> datetime:
 
 
 def _peer_closed(conn: socket.socket) -> bool:
+    """True once a (watching, hence silent) client has gone away."""
     try:
         r, _, _ = select.select([conn], [], [], 0)
         if not r:
             return False
+        if isinstance(conn, ssl.SSLSocket):
+            conn.setblocking(False)
+            try:
+                return conn.recv(1) == b""
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return False
+            finally:
+                conn.setblocking(True)
         return conn.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True

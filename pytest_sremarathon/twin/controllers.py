@@ -36,12 +36,22 @@ class Controllers:
     def __init__(self, store: Store, events: EventRecorder) -> None:
         self.store = store
         self.events = events
+        self._hashes: dict[tuple[str, int], str] = {}  # (uid, generation) -> pod-template-hash
+
+    def _template_hash(self, d: dict[str, Any]) -> str:
+        key = (d["metadata"]["uid"], d["metadata"].get("generation", 1))
+        h = self._hashes.get(key)
+        if h is None:
+            h = self._hashes[key] = template_hash(d["spec"]["template"])
+        return h
 
     def reconcile(self) -> None:
+        replicasets = _by_controller(self.store.list("ReplicaSet"))
         for d in list(self.store.list("Deployment")):
-            self.reconcile_deployment(d)
+            self.reconcile_deployment(d, replicasets.get(d["metadata"]["uid"], []))
+        pods = _by_controller(self.store.list("Pod"))
         for rs in list(self.store.list("ReplicaSet")):
-            self.reconcile_replicaset(rs)
+            self.reconcile_replicaset(rs, pods.get(rs["metadata"]["uid"], []))
         self.collect_garbage()
 
     # -- deployments -----------------------------------------------------------------------
@@ -49,12 +59,12 @@ class Controllers:
         ns = d["metadata"]["namespace"]
         return [rs for rs in self.store.list("ReplicaSet", ns) if is_owned_by(rs, d)]
 
-    def reconcile_deployment(self, d: dict[str, Any]) -> None:
+    def reconcile_deployment(self, d: dict[str, Any], rss: list[dict[str, Any]] | None = None) -> None:
         now = self.store.clock()
         spec = d["spec"]
         desired = int(spec.get("replicas", 1))
-        rss = self._owned_replicasets(d)
-        h = template_hash(spec["template"])
+        rss = list(rss) if rss is not None else self._owned_replicasets(d)
+        h = self._template_hash(d)
         new_rs = next((rs for rs in rss if rs["metadata"]["labels"].get("pod-template-hash") == h), None)
         max_rev = max((int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in rss), default=0)
         if spec.get("paused"):
@@ -75,7 +85,8 @@ class Controllers:
         else:
             self._roll(d, new_rs, old, desired, strategy.get("rollingUpdate") or {})
         self._prune_history(d, old)
-        self._update_deployment_status(d, self._owned_replicasets(d), new_rs, now)
+        live = [rs for rs in rss if self.store.get("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"]) is rs]
+        self._update_deployment_status(d, live, new_rs, now)
 
     def _copy_change_cause(self, d: dict[str, Any], rs: dict[str, Any]) -> None:
         cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
@@ -168,7 +179,7 @@ class Controllers:
         available = sum(int(rs.get("status", {}).get("availableReplicas", 0)) for rs in rss)
         updated = int(new_rs.get("status", {}).get("replicas", 0)) if new_rs else 0
         status = d.setdefault("status", {})
-        before = copy.deepcopy(status)
+        before = dict(status, conditions=[dict(c) for c in status.get("conditions") or []])
         status.update(observedGeneration=d["metadata"].get("generation", 1), replicas=total, updatedReplicas=updated,
                       readyReplicas=ready, availableReplicas=available)
         if total - available > 0:
@@ -216,9 +227,11 @@ class Controllers:
             self.store.touch(d)
 
     # -- replica sets ----------------------------------------------------------------------
-    def reconcile_replicaset(self, rs: dict[str, Any]) -> None:
+    def reconcile_replicaset(self, rs: dict[str, Any], owned: list[dict[str, Any]] | None = None) -> None:
         ns = rs["metadata"]["namespace"]
-        pods = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs) and pod_is_active(p)]
+        if owned is None:
+            owned = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs)]
+        pods = [p for p in owned if pod_is_active(p)]
         want = int(rs["spec"].get("replicas", 0))
         if len(pods) < want:
             for _ in range(want - len(pods)):
@@ -275,6 +288,16 @@ class Controllers:
                     owner = self.store.get(owner_kind, obj["metadata"]["namespace"], ref["name"])
                     if owner is None or owner["metadata"]["uid"] != ref["uid"]:
                         self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
+def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Objects grouped by the uid of their controlling owner."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for obj in objects:
+        ref = controller_of(obj)
+        if ref:
+            out.setdefault(ref["uid"], []).append(obj)
+    return out
 
 
 def _qos(spec: dict[str, Any]) -> str:

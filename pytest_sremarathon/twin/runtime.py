@@ -10,6 +10,7 @@ instance, so module-level state (caches, pools) is per pod, as in a real process
 from __future__ import annotations
 
 import builtins
+import functools
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -88,11 +89,16 @@ def _exec_module(name: str, filename: str, source: str, helpers: dict[str, types
     module.__file__ = filename
     module.__dict__["__builtins__"] = _builtins_with(helpers)
     try:
-        code = compile(source, filename, "exec")
-        exec(code, module.__dict__)
+        exec(_compile(source, filename), module.__dict__)
     except Exception as exc:  # the container would exit with this traceback
         raise ContainerCrash(format_exception(exc)) from exc
     return module
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(source: str, filename: str) -> types.CodeType:
+    """Compiled once per distinct source: every pod of an artifact runs the same code object."""
+    return compile(source, filename, "exec")
 
 
 def _builtins_with(helpers: dict[str, types.ModuleType]) -> dict[str, Any]:

@@ -114,6 +114,18 @@ class ExitingAgent(_Counting):
         return Report(notes=f"alive at step {obs.step}, setups={self.setups}")
 
 
+class ForkExitAgent:
+    """Dies on step 1 while a forked child keeps every inherited descriptor open."""
+
+    def step(self, obs):
+        if obs.step == 1:
+            if os.fork() == 0:
+                time.sleep(5)
+                os._exit(0)
+            os._exit(4)
+        return Report(notes="back")
+
+
 class SetupFailsAgent:
     def setup(self, env):
         raise RuntimeError("cannot reach my model server")

@@ -289,6 +289,16 @@ def test_dead_agent_is_restarted_on_the_next_step(endpoint, run_dir, isolation):
     assert second.outcome == "ok" and second.report.notes == "alive at step 2, setups=2"
 
 
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_death_is_noticed_even_if_a_forked_child_holds_the_pipe(endpoint, run_dir, isolation):
+    with make_host(endpoint, run_dir, "ForkExitAgent", step_budget=8, isolation=isolation) as host:
+        t0 = time.monotonic()
+        first = host.step(obs(1))
+        assert time.monotonic() - t0 < 4
+        assert first.outcome == "dead" and "exited with code 4" in first.error
+        assert host.step(obs(2)).report.notes == "back"
+
+
 def test_setup_failures_are_retried_then_the_agent_is_disabled(endpoint, run_dir):
     with make_host(endpoint, run_dir, "SetupFailsAgent", max_setup_failures=3) as host:
         outs = [host.start()] + [host.step(obs(i)) for i in range(1, 4)]

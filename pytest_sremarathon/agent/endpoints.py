@@ -1,0 +1,81 @@
+"""The server side of the agent's pipeline and telemetry handles: HTTP endpoints under
+``/sremarathon/v1/`` on the same server as the Kubernetes API, behind the same token and the
+same policy point."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from ..pipeline.service import PipelineError, Pipelines
+from ..policy import Decision, MutationRequest
+from ..twin.apiserver import Admission, Request, Response
+from ..twin.metrics import MetricStore
+
+PREFIX = "/sremarathon/v1/"
+
+
+def _error(status: int, message: str) -> Response:
+    return Response(status, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                             "code": status})
+
+
+def _parse_since(value: Optional[str]) -> Optional[datetime]:
+    if not value:
+        return None
+    t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def make_handler(pipelines: Pipelines, metrics: MetricStore, admission: Admission) -> Callable[[Request], Response]:
+    def handle(req: Request) -> Response:
+        parts = req.path[len(PREFIX):].strip("/").split("/")
+        try:
+            if parts[0] == "telemetry" and parts[1:] == ["metrics"] and req.method == "GET":
+                return _metrics(req)
+            if parts[0] == "pipeline" and len(parts) == 3:
+                return _pipeline(req, parts[1], parts[2])
+        except PipelineError as exc:
+            return _error(exc.status, str(exc))
+        except (KeyError, ValueError) as exc:
+            return _error(400, str(exc).strip("'\""))
+        return _error(404, f"no endpoint {req.method} {req.path}")
+
+    def _metrics(req: Request) -> Response:
+        q = req.query
+        for key in ("app", "service", "name"):
+            if not q.get(key):
+                raise ValueError(f"query parameter {key!r} is required (app, service, name[, since])")
+        series = metrics.series(q["app"], q["service"], q["name"], _parse_since(q.get("since")))
+        return Response(200, {"series": [[t.strftime("%Y-%m-%dT%H:%M:%SZ"), v] for t, v in series]})
+
+    def _pipeline(req: Request, app: str, op: str) -> Response:
+        actor = "agent" if req.actor == "agent" else "orchestrator"
+        if req.method == "GET" and op == "changes":
+            return Response(200, {"items": [c.model_dump(mode="json") for c in pipelines.changes(app)]})
+        if req.method == "GET" and op == "status":
+            return Response(200, pipelines.status(app))
+        if req.method != "POST" or op not in ("revert", "deploy"):
+            return _error(405 if op in ("revert", "deploy", "changes", "status") else 404,
+                          f"{req.method} {op} is not supported")
+        body = req.body if isinstance(req.body, dict) else {}
+        mreq = MutationRequest(actor=req.actor, channel="pipeline", verb=op, resource="changes" if op == "revert" else "deployments",
+                               namespace=app, name=str(body.get("change") or body.get("ref") or ""), app=app, body=body)
+        decision: Decision = admission.decide(mreq)
+        if not decision.allowed:
+            admission.record(mreq, decision, 403)
+            return _error(403, decision.message)
+        try:
+            if op == "revert":
+                if not body.get("change"):
+                    raise ValueError("body needs {'change': '<change id>'}")
+                result: Any = pipelines.revert(app, str(body["change"]), actor).model_dump(mode="json")
+            else:
+                result = pipelines.deploy(app, str(body.get("ref") or "HEAD"), actor)
+        except PipelineError as exc:
+            admission.record(mreq, decision, exc.status)
+            raise
+        admission.record(mreq, decision, 200)
+        return Response(200, result)
+
+    return handle

@@ -1,0 +1,407 @@
+"""One marathon run: the session object that owns the cluster, the pipeline, the alerting,
+the agent host and the recorder, and advances them together in virtual time.
+
+    marathon = Marathon(scenario, options)
+    marathon.start()
+    marathon.advance_to(t)     # any number of times (pytest segment items do this)
+    result = marathon.finish() # seals the bundle and scores it from the bundle alone
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from .agent.endpoints import PREFIX, make_handler
+from .agent.host import AgentHost, AgentSpec, StepOutcome
+from .agent.protocol import Alert, EnvironmentWire, ObservationWire
+from .alerts.engine import AlertEngine
+from .alerts.noise import NoiseGenerator
+from .alerts.rules import DEFAULT_RULES
+from .apps import AppSpec
+from .bundle import BundleWriter, commitment, open_bundle
+from .clock import EPOCH, VirtualClock, iso
+from .events import Action, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthFault, TruthFaultEnd, TruthMitigation
+from .faults import Fault, FaultKind, builtin_registry
+from .faults.catalogue import CuratedChange
+from .pipeline.service import Pipelines
+from .policy import Decision, MutationRequest, Policy
+from .scenario import Scenario
+from .schedule import Schedule, generate
+from .scoring import MarathonScore, score_bundle, score_events
+from .twin.apiserver import ApiServer
+from .twin.cluster import Topology, TwinCluster
+from .twin.runtime import ArtifactStore
+from .twin.store import Store
+
+SLI_EVERY_TICKS = 2
+SYMPTOM_GRACE = timedelta(minutes=10)  # symptoms outlive a fault's cleanup by a little
+
+
+@dataclass
+class MarathonOptions:
+    agent: AgentSpec
+    seed: int
+    out_dir: Path
+    step_budget: Optional[float] = None  # default: the scenario's agent.step_budget
+    signing_key: Optional[Ed25519PrivateKey] = None
+    progress: Optional[Callable[["Progress"], None]] = None
+    isolation: str = "auto"
+
+
+@dataclass(frozen=True)
+class SegmentWindow:
+    index: int
+    name: str
+    start: datetime
+    end: datetime
+
+
+def segment_windows(scenario: Scenario) -> list[SegmentWindow]:
+    """The run's segments (pytest items): consecutive windows of ``segment`` virtual seconds."""
+    spec = scenario.spec
+    end = EPOCH + timedelta(seconds=spec.duration)
+    n = max(1, int(round(spec.duration / spec.segment)))
+    return [SegmentWindow(i + 1, f"segment-{i + 1:02d}", EPOCH + timedelta(seconds=i * spec.segment),
+                          min(end, EPOCH + timedelta(seconds=(i + 1) * spec.segment))) for i in range(n)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    now: datetime
+    end: datetime
+    injected: int
+    active: int
+    firing: int
+    steps: int
+
+
+@dataclass
+class RunResult:
+    score: MarathonScore
+    bundle: Path
+    run_id: str
+    virtual_seconds: float
+    wall_seconds: float
+    schedule: Schedule
+    isolation: str
+
+
+@dataclass
+class _AgentTouches:
+    """When the agent last changed something, per scope ("ns:<namespace>", "node:<name>")."""
+
+    times: dict[str, list[datetime]] = field(default_factory=dict)
+
+    def add(self, scope: str, t: datetime) -> None:
+        self.times.setdefault(scope, []).append(t)
+
+    def since(self, scope: str, t: datetime) -> bool:
+        return any(x >= t for x in self.times.get(scope, ()))
+
+
+class _Admission:
+    """The policy point of every mutating request, and its recorder."""
+
+    def __init__(self, marathon: "Marathon", policy: Policy) -> None:
+        self.marathon = marathon
+        self.policy = policy
+
+    def decide(self, req: MutationRequest) -> Decision:
+        return self.policy.decide(req)
+
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
+        if req.actor != "agent":
+            return
+        m = self.marathon
+        if decision.allowed and status < 400:
+            if req.resource == "nodes" and req.name:
+                m.touches.add(f"node:{req.name}", m.clock.now)
+            if req.namespace:
+                m.touches.add(f"ns:{req.namespace}", m.clock.now)
+        m.emit("action", Action(actor="agent", channel="pipeline" if req.channel == "pipeline" else "kube",
+                                verb=req.verb, target=req.target, app=req.app or req.namespace,
+                                allowed=decision.allowed, rule=decision.rule, status=status,
+                                detail=decision.message or None))
+
+
+class Marathon:
+    def __init__(self, scenario: Scenario, options: MarathonOptions, hook: Any = None) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.hook = hook
+        spec = scenario.spec
+        self.clock = VirtualClock(EPOCH)
+        self.start_time = EPOCH
+        self.end_time = EPOCH + timedelta(seconds=spec.duration)
+        self.tick_seconds = spec.tick
+        self.cadence_ticks = int(round(spec.cadence / spec.tick))
+        self.segments = segment_windows(scenario)
+        self.apps: dict[str, AppSpec] = {a.namespace: a for a in scenario.apps}
+        self.registry: dict[str, FaultKind] = builtin_registry()
+        for kinds in (hook.sremarathon_fault_kinds() if hook else []):
+            for kind in kinds or []:
+                self.registry[kind.name] = kind()
+        self.touches = _AgentTouches()
+        self.run_id = f"{spec.name}-seed{options.seed}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
+        self.run_dir = Path(options.out_dir).resolve() / self.run_id
+        self._emit_lock = threading.Lock()
+        self._ticks = 0
+        self._steps = 0
+        self._alerts_seen: dict[str, Alert] = {}
+        self._changed_since_step: dict[str, Alert] = {}
+        self._attribution: dict[str, list[str]] = {}
+        self._wall_steps: list[float] = []
+        self._wall_start = 0.0
+        self._started = False
+        self._finished: Optional[RunResult] = None
+        self.host: Optional[AgentHost] = None
+        self.server: Optional[ApiServer] = None
+
+    # -- World (what fault kinds act on) ----------------------------------------------------
+    def curated(self, app: str, change_id: str) -> CuratedChange:
+        for c in self.scenario.catalogues.get(app, []):
+            if c.id == change_id:
+                return c
+        raise KeyError(f"no curated change {change_id!r} for app {app!r}")
+
+    # -- recording -------------------------------------------------------------------------
+    def emit(self, type_: str, data: Any) -> None:
+        with self._emit_lock:
+            self.writer.emit(self.clock.now, type_, data)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._wall_start = time.perf_counter()
+        spec, seed = self.scenario.spec, self.options.seed
+        self.writer = BundleWriter(self.run_dir, signing_key=self.options.signing_key)
+        self.schedule = generate(self.scenario, self.registry, seed, self.start_time)
+        self._committed_schedule = self.schedule.to_json()
+        self._salt = hashlib.sha256(f"sremarathon-salt:{seed}:{self.scenario.digest}".encode()).hexdigest()
+        self.emit("run.start", RunStart(
+            scenario=spec.name, scenario_digest=self.scenario.digest, seed=seed, agent=self.options.agent.label,
+            backend="twin", apps=sorted(self.apps), start=iso(self.start_time), end=iso(self.end_time),
+            tick_seconds=spec.tick, cadence_seconds=spec.cadence,
+            segments=[Segment(name=s.name, start=iso(s.start), end=iso(s.end)) for s in self.segments],
+            ground_truth_commitment=commitment(self._salt, self._committed_schedule)))
+        self.writer.add_file("scenario.yaml", self.scenario.text)
+
+        self.store = Store(self.clock)
+        topo = spec.topology
+        self.cluster = TwinCluster(self.store, list(self.apps.values()), ArtifactStore(),
+                                   Topology(tuple(topo.zones), topo.nodes_per_zone, topo.node_cpu, topo.node_memory))
+        self.cluster.bootstrap()
+        # Private state the agent must never see: the repos (with their future) and the change catalogue.
+        self.private_dir = Path(tempfile.mkdtemp(prefix="sremarathon-private-"))
+        self.pipelines = Pipelines(list(self.apps.values()), self.cluster, self.private_dir / "repos",
+                                   self.clock, self.emit)
+        for app in self.apps:
+            self.pipelines.deploy(app, "HEAD", "orchestrator")
+
+        rng = random.Random(f"noise:{seed}")
+        targets = {"service": [f"{ns}/{s}" for ns, a in sorted(self.apps.items()) for s in a.services],
+                   "node": [n for n, _ in self.cluster.topology.node_names()]}
+        self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(spec.alerts.noise, rng, targets))
+
+        self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
+        agent_token = secrets.token_urlsafe(24)
+        self.server = ApiServer(self.store, tokens={agent_token: "agent"}, admission=self.admission,
+                                telemetry=self.cluster,
+                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, self.admission)})
+        self.server.start()
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
+        kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
+        env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
+                              cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
+        hide = [Path(self.options.out_dir).resolve(), self.private_dir] + \
+            [a.root.resolve() / "changes" for a in self.apps.values()]
+        budget = self.options.step_budget or spec.agent.step_budget
+        self.host = AgentHost(self.options.agent, env, step_budget=budget,
+                              stderr_path=self.run_dir / "agent" / "stderr.log", hide=hide,
+                              isolation=self.options.isolation)  # type: ignore[arg-type]
+        self._record_step(-1, self.host.start())
+
+    def advance_to(self, t: datetime) -> None:
+        """Run ticks (and agent steps at the cadence) until virtual time ``t``."""
+        self.start()
+        t = min(t, self.end_time)
+        while self.clock.now < t:
+            self._tick()
+
+    def finish(self, reason: str = "completed", error: Optional[str] = None) -> RunResult:
+        """Stop everything, seal the bundle and score it from the bundle alone. Idempotent."""
+        if self._finished is not None:
+            return self._finished
+        self.start()
+        try:
+            if reason == "completed":
+                self.advance_to(self.end_time)
+        finally:
+            self._shutdown()
+        for f in self.schedule.faults:
+            if f.injected and not f.ended:
+                f.ended = True
+                self.emit("truth.fault_end", TruthFaultEnd(id=f.id, how="run-end"))
+        self.emit("run.end", RunEnd(reason=reason, steps=self._steps, error=error))  # type: ignore[arg-type]
+        wall = time.perf_counter() - self._wall_start
+        self.writer.add_file("wall.json", json.dumps({
+            "wall_seconds": round(wall, 3), "step_wall_seconds": [round(x, 4) for x in self._wall_steps],
+            "isolation": self.host.isolation if self.host else "none"}, indent=1))
+        ground_truth = {"schedule": self._committed_schedule, "alerts": self._attribution,
+                        "faults": [{"id": f.id, "component": f.component, "change": f.change, "kind": f.kind,
+                                    "injected": f.injected} for f in self.schedule.faults]}
+        archive = self.writer.seal(ground_truth, self._salt, {
+            "run_id": self.run_id, "agent": self.options.agent.label,
+            "isolation": self.host.isolation if self.host else "none",
+            "virtual_seconds": (self.clock.now - self.start_time).total_seconds()})
+        bundle = open_bundle(archive)
+        scorer = self.hook.sremarathon_choose_scorer(bundle=bundle) if self.hook else None
+        score = scorer(bundle) if scorer else score_bundle(bundle)
+        shutil.rmtree(self.run_dir, ignore_errors=True)  # the archive holds everything now
+        shutil.rmtree(self.private_dir, ignore_errors=True)
+        self._finished = RunResult(score=score, bundle=archive, run_id=self.run_id,
+                                   virtual_seconds=(self.clock.now - self.start_time).total_seconds(),
+                                   wall_seconds=wall, schedule=self.schedule,
+                                   isolation=self.host.isolation if self.host else "none")
+        return self._finished
+
+    def run(self) -> RunResult:
+        try:
+            self.start()
+            self.advance_to(self.end_time)
+        except KeyboardInterrupt:
+            return self.finish("interrupted")
+        except Exception as exc:
+            self.finish("error", f"{type(exc).__name__}: {exc}")
+            raise
+        return self.finish()
+
+    def _shutdown(self) -> None:
+        if self.host is not None:
+            self.host.close()
+        if self.server is not None:
+            self.server.stop()
+
+    # -- live results (for pytest segment items) --------------------------------------------
+    def score_now(self) -> MarathonScore:
+        return score_events(self.writer.events, until=self.clock.now, attribution=self._attribution)
+
+    def faults_in(self, segment: SegmentWindow) -> list[Fault]:
+        return [f for f in self.schedule.faults if segment.start <= f.start < segment.end]
+
+    # -- one tick --------------------------------------------------------------------------
+    def _tick(self) -> None:
+        dt = self.tick_seconds
+        now = self.clock.advance(dt)
+        self._ticks += 1
+        self._orchestrate(now)
+        self.cluster.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
+        for tr in self.alerts.evaluate(now, dt, self.cluster, self.apps):
+            self._alerts_seen[tr.alert.id] = tr.alert
+            self._changed_since_step[tr.alert.id] = tr.alert
+            self.emit("alert", {"alert": tr.alert.model_dump(mode="json")})
+            if tr.alert.status == "firing":
+                faults = [] if tr.noise else self._attribute(tr.alert, now)
+                self._attribution[tr.alert.id] = faults
+                self.emit("truth.alert", TruthAlert(alert=tr.alert.id, faults=faults))
+        self._judge_mitigation(now)
+        if self._ticks % SLI_EVERY_TICKS == 0:
+            self._record_sli()
+        if self._ticks % self.cadence_ticks == 0:
+            self._agent_step(now)
+        if self.options.progress and self._ticks % max(1, int(3600 / dt)) == 0:
+            self.options.progress(Progress(now, self.end_time, sum(f.injected for f in self.schedule.faults),
+                                           sum(f.injected and not f.ended for f in self.schedule.faults),
+                                           sum(a.status == "firing" for a in self._alerts_seen.values()), self._steps))
+
+    def _orchestrate(self, now: datetime) -> None:
+        for f in self.schedule.faults:
+            if f.injected and not f.ended and f.end <= now:
+                self.registry[f.kind].cleanup(self, f)
+                f.ended = True
+                self.emit("truth.fault_end", TruthFaultEnd(id=f.id, how="cleanup"))
+        for c in self.schedule.benign:
+            if c.at == now:
+                curated = self.curated(c.app, c.change)
+                try:
+                    self.pipelines.commit_edits(c.app, [(e.file, e.find, e.replace) for e in curated.edits],
+                                                curated.message, curated.author)
+                    self.pipelines.deploy(c.app, "HEAD", "orchestrator")
+                except Exception:  # noqa: BLE001 - an agent's edit may have made it inapplicable
+                    continue
+        for f in self.schedule.faults:
+            if not f.injected and f.start <= now:
+                self.registry[f.kind].inject(self, f)
+                f.injected = True
+                self.emit("truth.fault", TruthFault(id=f.id, kind=f.kind, app=f.app, component=f.component,
+                                                    change=f.change, start=iso(f.start), planned_end=iso(f.end),
+                                                    description=f.description))
+
+    def _attribute(self, alert: Alert, now: datetime) -> list[str]:
+        labels = alert.labels
+        out = []
+        for f in self.schedule.faults:
+            if not f.injected or now < f.start or now >= f.end + SYMPTOM_GRACE:
+                continue
+            if "service" in labels and (labels.get("namespace", ""), labels["service"]) in f.impact:
+                out.append(f.id)
+            elif "service" not in labels and (labels.get("node") in f.nodes or labels.get("zone") in f.zones):
+                out.append(f.id)
+        return out
+
+    def _judge_mitigation(self, now: datetime) -> None:
+        for f in self.schedule.faults:
+            if not f.injected or f.ended:
+                continue
+            mitigated = self.registry[f.kind].mitigated(self, f)
+            if mitigated != f.mitigated:
+                f.mitigated = mitigated
+                scopes = [f"ns:{f.app}"] + [f"node:{n}" for n in f.nodes]
+                by = "agent" if any(self.touches.since(s, f.start) for s in scopes) else "orchestrator"
+                self.emit("truth.mitigation", TruthMitigation(fault=f.id, mitigated=mitigated,
+                                                              by=by if mitigated else None))
+
+    def _record_sli(self) -> None:
+        m = self.cluster.metrics
+        services = {}
+        for ns, svc in m.services():
+            services[f"{ns}/{svc}"] = [round(m.latest(ns, svc, "requests_per_second"), 3),
+                                       round(m.latest(ns, svc, "error_ratio"), 4),
+                                       round(m.latest(ns, svc, "latency_p99_ms"), 1)]
+        self.emit("sli", SLISample(services=services))
+
+    def _agent_step(self, now: datetime) -> None:
+        assert self.host is not None
+        self._steps += 1
+        obs = ObservationWire(time=now, step=self._steps, alerts=list(self._alerts_seen.values()),
+                              new_alerts=list(self._changed_since_step.values()))
+        self._changed_since_step = {}
+        if self.hook:
+            self.hook.sremarathon_adjust_observation(observation=obs, marathon=self)
+        outcome = self.host.step(obs)
+        self._record_step(self._steps, outcome)
+        if self.hook:
+            self.hook.sremarathon_step_report(step=self._steps, outcome=outcome, marathon=self)
+
+    def _record_step(self, step: int, outcome: StepOutcome) -> None:
+        self._wall_steps.append(outcome.wall_seconds)
+        if step < 0:  # setup: recorded only when it failed
+            if not outcome.ok:
+                self.emit("agent.step", outcome.record(0).model_copy(update={"report": None}))
+            return
+        self.emit("agent.step", outcome.record(step))
