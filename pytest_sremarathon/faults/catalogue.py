@@ -25,9 +25,11 @@ class FaultTag(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: str
     service: str
-    signature: Optional[str] = None  # text present exactly while the faulty code is in the tree
-    key: Optional[str] = None  # config faults: the key and the bad value
-    value: Optional[str] = None
+    signature: Optional[str] = None  # code-*: text present exactly while the faulty code is in the tree
+    key: Optional[str] = None  # config-*: the ConfigMap key …
+    value: Optional[str] = None  # … config-* and manifest-*: the bad value
+    object: Optional[str] = None  # manifest-*: "Deployment" or "Service" (named after the service)
+    field: Optional[str] = None  # manifest-*: dotted path, e.g. spec.template.spec.containers[0].resources.limits.memory
 
 
 class CuratedChange(BaseModel):

@@ -251,6 +251,14 @@ class Twin:
     agent_kubeconfig: Path
     operator_kubeconfig: Path
     extension_calls: list[Request]
+    ns: str = NS
+    agent_token: str = AGENT_TOKEN
+    operator_token: str = OPERATOR_TOKEN
+
+    def operator_client(self) -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.operator_kubeconfig))
 
 
 @pytest.fixture
@@ -336,3 +344,50 @@ def kubectl(twin: Twin, tmp_path: Path) -> Kubectl:
     if binary is None:
         pytest.skip("kubectl is not installed")
     return Kubectl(binary, twin.agent_kubeconfig, tmp_path / "kube-cache")
+
+
+# -- raw HTTP ----------------------------------------------------------------------------------
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def raw(twin: Twin, method: str, path: str, body: Any = None, *, token: Optional[str] = AGENT_TOKEN,
+        headers: Optional[dict[str, str]] = None, tls: bool = False, timeout: float = 10) -> RawResponse:
+    """One request with the stdlib HTTP client (plain HTTP, or HTTPS verified against the twin's CA)."""
+    import http.client
+    import ssl
+
+    if tls:
+        ctx = ssl.create_default_context(cadata=twin.server.ca_pem.decode())
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection("127.0.0.1", twin.server.port, context=ctx,
+                                                                       timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", twin.server.port, timeout=timeout)
+    hdrs = {"Accept": "application/json", **(headers or {})}
+    if token:
+        hdrs["Authorization"] = f"Bearer {token}"
+    data = None
+    if body is not None:
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        hdrs.setdefault("Content-Type", "application/json")
+    try:
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        return RawResponse(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def http(twin: Twin) -> Any:
+    """``http(method, path, body=None, token=..., headers=..., tls=False) -> RawResponse``."""
+    def call(method: str, path: str, body: Any = None, **kw: Any) -> RawResponse:
+        return raw(twin, method, path, body, **kw)
+    return call

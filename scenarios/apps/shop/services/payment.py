@@ -1,5 +1,7 @@
 """Card payments, validated locally and charged through the payment provider."""
 
+import hashlib
+
 
 def _luhn_ok(number: str) -> bool:
     digits = [int(c) for c in number if c.isdigit()]
@@ -20,7 +22,8 @@ def charge(ctx, req):
     amount = float(req["amount"])
     if amount <= 0:
         raise ValueError(f"invalid charge amount {amount}")
-    return {"transaction_id": f"tx-{abs(hash((req['card'][-4:], amount))) % 10**8:08d}"}
+    digest = hashlib.sha256(f"{req['card'][-4:]}:{amount:.2f}".encode()).hexdigest()
+    return {"transaction_id": f"tx-{digest[:10]}"}
 
 
 def ready(ctx):
