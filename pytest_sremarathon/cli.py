@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 from . import __version__, cli_bundle
 from .agent.host import AgentSpec
-from .agent.loader import AgentLoadError, resolve_agent
+from .agent.loader import AgentLoadError, check_agent
 from .errors import SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
 from .scenario import load_scenario
@@ -79,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.duration:
             scenario = scenario.with_overrides(duration=parse_duration(args.duration))
         if args.agent:
-            resolve_agent(args.agent)  # fail fast, in one line, before starting anything
+            check_agent(args.agent)  # fail fast, in one line, before starting anything
         spec = AgentSpec.from_options(args.agent, args.agent_cmd)
         key = load_signing_key(args.signing_key) if args.signing_key else None
     except (SremarathonError, AgentLoadError, ValueError, OSError) as exc:

@@ -107,6 +107,8 @@ class ScenarioFile(_Model):
 
     @model_validator(mode="after")
     def _multiples(self) -> "ScenarioFile":
+        if "segment" not in self.model_fields_set and self.segment > self.duration:
+            self.segment = self.duration  # a short run is one segment unless told otherwise
         for field in ("cadence", "segment", "duration"):
             value = getattr(self, field)
             if abs(value / self.tick - round(value / self.tick)) > 1e-9:

@@ -75,3 +75,31 @@ def resolve_agent(spec: str) -> Callable[[], Any]:
         raise AgentLoadError(
             f"agent class {spec!r} has no step(obs) method; an agent needs step(self, obs) -> Report")
     return obj
+
+
+def check_agent(spec: str, *, python: str | None = None, timeout: float = 60.0) -> None:
+    """Check ``spec`` without importing untrusted code here: a throwaway process resolves it
+    and reports the one-line :class:`AgentLoadError`, if any."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([python or sys.executable, "-m", __name__, spec], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise AgentLoadError(one_line(proc.stdout) or one_line(proc.stderr) or
+                             f"checking agent {spec!r} failed (exit {proc.returncode})")
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        resolve_agent(argv[0] if argv else "")
+    except AgentLoadError as exc:
+        print(exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

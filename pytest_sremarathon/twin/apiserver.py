@@ -51,7 +51,7 @@ from urllib.parse import parse_qsl, unquote
 import yaml
 
 from ..policy import Decision, MutationRequest
-from . import defaults, openapi, patch as patching, tables, tls
+from . import defaults, openapi, patch as patching, protobuf, tables, tls
 from .selectors import field_predicate, label_predicate, selector_string
 from .store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 
@@ -185,6 +185,8 @@ class _Ctx:
     def body(self) -> Any:
         if not self.raw_body:
             return None
+        if self.content_type == "application/vnd.kubernetes.protobuf":
+            return protobuf.decode(self.raw_body)
         text = self.raw_body.decode("utf-8", "replace")
         try:
             return json.loads(text)

@@ -1,0 +1,33 @@
+"""Shared fixtures: short scenarios derived from the default marathon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SCENARIO = REPO / "scenarios" / "marathon.yaml"
+
+
+@pytest.fixture
+def write_scenario(tmp_path: Path) -> Callable[..., Path]:
+    """Write a variant of the default marathon (same apps and catalogue) into tmp_path."""
+
+    def write(name: str = "short", **overrides: object) -> Path:
+        data = yaml.safe_load(DEFAULT_SCENARIO.read_text())
+        data["apps_dir"] = str(REPO / "scenarios" / "apps")
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key].update(value)
+            else:
+                data[key] = value
+        if "duration" in overrides and "segment" not in overrides:
+            data["segment"] = overrides["duration"]  # short runs: one segment unless asked
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write

@@ -1,0 +1,57 @@
+"""Agents used by the end-to-end tests (imported by name in the agent's own process)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pytest_sremarathon import Report
+
+SECRET_ENV = "SREMARATHON_TEST_SECRET"
+
+
+class RaiseEveryStep:
+    def step(self, obs):
+        raise RuntimeError(f"agent bug at step {obs.step}")
+
+
+class SleepPastBudget:
+    def step(self, obs):
+        time.sleep(30)
+        return Report()
+
+
+class GroundTruthSnoop:
+    """Looks everywhere it can for the run's ground truth and reports what it saw."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def step(self, obs):
+        if self.done:
+            return Report()
+        self.done = True
+        found = []
+        deadline = time.monotonic() + 20
+        names = ("ground_truth.json", "events.jsonl", "changes.yaml")
+        for root, dirs, files in os.walk("/", onerror=lambda e: None):
+            if root.startswith(("/proc", "/sys", "/dev")) or time.monotonic() > deadline:
+                dirs[:] = []
+                continue
+            for f in files:
+                if f in names or f.endswith(".tar.gz") and "seed" in f:
+                    found.append(os.path.join(root, f))
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            for what in ("environ", "cmdline"):
+                try:
+                    data = Path(f"/proc/{pid}/{what}").read_bytes()
+                except OSError:
+                    continue
+                if SECRET_ENV.encode() in data or b"pytest_sremarathon.cli" in data:
+                    found.append(f"/proc/{pid}/{what}")
+        if SECRET_ENV in os.environ:
+            found.append("own environment")
+        return Report(notes="FOUND:" + "|".join(found))
