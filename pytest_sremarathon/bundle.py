@@ -461,6 +461,12 @@ def _read_tar(tar: bytes, problems: list[str]) -> dict[str, bytes]:
             problems.append(f"archive: corrupt tar header at offset {offset} ({exc})")
             return members
         name, size = info.name, info.size
+        start, end = offset + _BLOCK, offset + _BLOCK + size
+        padded = end + (-size % _BLOCK)
+        if info.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+            problems.append(f"archive: tar member {name!r} is not a regular file (type {info.type!r})")
+            offset = padded
+            continue
         try:
             _check_name(name)
             canonical_header = _tar_header(name, size)
@@ -474,8 +480,6 @@ def _read_tar(tar: bytes, problems: list[str]) -> dict[str, bytes]:
         elif name < last:
             problems.append(f"archive: {name!r} is out of order (members must be sorted)")
         last = max(last, name)
-        start, end = offset + _BLOCK, offset + _BLOCK + size
-        padded = end + (-size % _BLOCK)
         if padded > len(tar):
             problems.append(f"archive: tar member {name!r} is truncated")
             return members

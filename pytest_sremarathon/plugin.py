@@ -89,6 +89,7 @@ class MarathonSession:
     config: pytest.Config
     running: dict[str, Marathon] = field(default_factory=dict)
     results: dict[str, RunResult] = field(default_factory=dict)
+    missing_agent: list[Path] = field(default_factory=list)
 
     def options(self, seed: int) -> MarathonOptions:
         from .bundle import load_signing_key
@@ -140,7 +141,9 @@ class MarathonFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
         config = self.config
         if not (_opt(config, "agent") or _opt(config, "agent_cmd")):
-            raise pytest.UsageError(f"{self.path.name}: a marathon needs an agent; for example:\n  {USAGE_EXAMPLE}")
+            # A usage error, not a collection error: raised once collection is over.
+            config.stash[SESSION_KEY].missing_agent.append(self.path)
+            return
         try:
             scenario = load_scenario(self.path)
         except SremarathonError as exc:
@@ -165,6 +168,12 @@ class MarathonRun(pytest.Collector):
         windows = segment_windows(self.scenario)  # known without starting the run
         for i, window in enumerate(windows):
             yield SegmentItem.from_parent(self, name=window.name, window=window, last=i == len(windows) - 1)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = config.stash[SESSION_KEY].missing_agent
+    if missing:
+        raise pytest.UsageError(f"{missing[0]}: a marathon needs an agent to run; for example:\n  {USAGE_EXAMPLE}")
 
 
 class SegmentFailure(Exception):

@@ -156,12 +156,14 @@ def _rfc3339nano(t: datetime) -> str:
 class _Plan:
     """A write computed under the store lock, to be admitted and then committed."""
 
-    __slots__ = ("after", "valid", "commit")
+    __slots__ = ("after", "valid", "commit", "render")
 
-    def __init__(self, after: Any, valid: Callable[[], bool], commit: Callable[[], tuple[int, bytes]]) -> None:
-        self.after = after
-        self.valid = valid
-        self.commit = commit
+    def __init__(self, after: Any, valid: Callable[[], bool], commit: Callable[[], tuple[int, bytes]],
+                 render: Optional[Callable[[Any], bytes]] = None) -> None:
+        self.after = after  # the object as it would be after the change (what admission inspects)
+        self.valid = valid  # still applicable? (checked under the lock just before committing)
+        self.commit = commit  # do it; returns (HTTP status, response body)
+        self.render = render or _dumps  # the response body of a dry run
 
 
 @dataclass
@@ -775,7 +777,7 @@ class ApiServer:
                 self._record(req, decision, 403)
                 raise self._forbidden(rt, name, decision)
             if dry_run:
-                return 200 if verb != "create" else 201, _JSON, _dumps(after)
+                return 200 if verb != "create" else 201, _JSON, p.render(after)
             try:
                 with self.store.lock:
                     if not p.valid():
@@ -1081,7 +1083,8 @@ class ApiServer:
             def commit() -> tuple[int, bytes]:
                 return 200, _dumps(self._scale_of(self._replace(rt, new)))
 
-            return _Plan(new, self._rv_unchanged(rt, ns, name, base_rv), commit)
+            return _Plan(new, self._rv_unchanged(rt, ns, name, base_rv), commit,
+                         lambda obj: _dumps(self._scale_of(obj)))
 
         return self._mutate(ctx, verb, rt, ns, name, "scale", plan)
 
@@ -1162,7 +1165,8 @@ class ApiServer:
                 deleted = self._delete_now(rt, current, opts)
                 return 200, self._delete_response(rt, deleted)
 
-            return _Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit)
+            return _Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit,
+                         lambda obj: self._delete_response(rt, obj))
 
         return self._mutate(ctx, "delete", rt, ns, name, None, plan)
 
@@ -1209,7 +1213,8 @@ class ApiServer:
                 self._delete_now(rt, current, opts)
                 return 201, _dumps(_status_success(201))
 
-            return _Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit)
+            return _Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit,
+                         lambda obj: _dumps(_status_success(201)))
 
         return self._mutate(ctx, "evict", rt, ns, name, "eviction", plan)
 

@@ -43,8 +43,7 @@ _KEEP_ZERO = frozenset({
     "automountServiceAccountToken", "enableServiceLinks", "immutable", "runAsUser", "runAsGroup", "fsGroup",
     "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot", "gracePeriodSeconds",
     "activeDeadlineSeconds", "priority", "shareProcessNamespace", "setHostnameAsFQDN", "optional", "defaultMode",
-    "exitCode", "restartCount", "port", "containerPort", "minReadySeconds", "orphanDependents", "readOnly",
-    "hostNetwork", "hostPID", "hostIPC", "ready", "started", "stdin", "tty", "paused", "unschedulable",
+    "exitCode", "restartCount", "port", "containerPort", "orphanDependents", "ready", "started",
 })
 _GO_ZERO_TIME = -62135596800
 

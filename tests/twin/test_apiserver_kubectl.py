@@ -248,6 +248,27 @@ def test_delete_create_replace(kubectl, twin):
     assert 'The Deployment "broken" is invalid' in proc.stderr and "spec.selector: Required value" in proc.stderr
 
 
+def test_create_generators_send_protobuf(kubectl, twin):
+    # kubectl's typed clients POST application/vnd.kubernetes.protobuf bodies for these
+    kubectl("create", "deployment", "cart", "-n", NS, "--image=registry.local/cart:1.4", "--replicas=2",
+            "--port=8080")
+    dep = twin.store.get("Deployment", NS, "cart")
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["selector"] == {"matchLabels": {"app": "cart"}}
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert (c["name"], c["image"], c["ports"]) == ("cart", "registry.local/cart:1.4",
+                                                   [{"containerPort": 8080, "protocol": "TCP"}])
+    assert "stdin" not in c and "minReadySeconds" not in dep["spec"]  # Go zero values do not leak in
+    kubectl("create", "secret", "generic", "creds", "-n", NS, "--from-literal=password=s3cret")
+    assert twin.store.get("Secret", NS, "creds")["data"] == {"password": "czNjcmV0"}
+    kubectl("create", "service", "clusterip", "cart", "-n", NS, "--tcp=80:8080")
+    port = twin.store.get("Service", NS, "cart")["spec"]["ports"][0]
+    assert (port["port"], port["targetPort"]) == (80, 8080)
+    kubectl("create", "namespace", "scratch")
+    assert twin.store.get("Namespace", None, "scratch")["status"] == {"phase": "Active"}
+    proc = kubectl.run("create", "deployment", "idle", "-n", NS, "--image=x:1", "--replicas=0", check=False)
+    assert proc.returncode == 1 and "no-scale-to-zero" in proc.stderr  # an explicit 0 survives decoding
+
+
 def test_server_side_apply_and_dry_run(kubectl, twin):
     out = kubectl("apply", "--server-side", "-f", "-", input=MANIFEST)
     assert "deployment.apps/api serverside-applied" in out
