@@ -531,6 +531,9 @@ class ApiServer:
             if m == "GET":
                 return self._pod_log(ctx, ns or "", name)
             raise _method_not_allowed()
+        if sub in ("exec", "attach", "portforward", "proxy") and rt.kind == "Pod":
+            raise _bad_request(f"pods/{sub} is not supported by the sremarathon twin: its containers are "
+                               f"simulated; use pod logs, events and metrics instead")
         if sub == "eviction" and rt.kind == "Pod":
             if m == "POST":
                 return self._evict(ctx, rt, ns or "", name)
