@@ -60,7 +60,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sremarathon: a marathon segment (added by pytest-sremarathon)")
-    config.stash[SESSION_KEY] = MarathonSession(config)
+    session = config.stash[SESSION_KEY] = MarathonSession(config)
+    config.pluginmanager.register(session, "sremarathon-session")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -113,6 +114,21 @@ class MarathonSession:
         if key not in self.results:
             self.results[key] = self.running[key].finish()
         return self.results[key]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """pytest's JUnit writer reads a bracket in a middle id component as the last one's
+        parameters ("…segment-01]"); give segment testcases their plain name back. Runs where
+        the JUnit file is written (on the xdist controller too)."""
+        if not getattr(report, "sremarathon", None):
+            return
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - a pytest without the private key
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            xml.node_reporter(report).add_attribute("name", report.nodeid.split("::", 1)[1])
 
     def close(self) -> None:
         """Seal whatever is still running (an interrupted session keeps its evidence)."""
@@ -192,19 +208,7 @@ class SegmentItem(pytest.Item):
         assert isinstance(self.parent, MarathonRun)
         return self.parent
 
-    def _name_junit_testcase(self) -> None:
-        """pytest's JUnit writer reads a bracket in a middle id component as the last one's
-        parameters ("…segment-01]"); give the testcase its plain name back."""
-        try:
-            from _pytest.junitxml import xml_key
-        except ImportError:  # pragma: no cover - a pytest without the private key
-            return
-        xml = self.config.stash.get(xml_key, None)
-        if xml is not None:
-            xml.node_reporter(self.nodeid).add_attribute("name", f"{self.run.name}::{self.name}")
-
     def runtest(self) -> None:
-        self._name_junit_testcase()
         session: MarathonSession = self.config.stash[SESSION_KEY]
         key = self.run.nodeid
         marathon = session.marathon(key, self.run.scenario, self.run.seed)

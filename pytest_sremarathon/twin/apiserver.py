@@ -3,30 +3,44 @@
 ``ApiServer(store, tokens=..., admission=..., telemetry=...)`` serves, on ``127.0.0.1:<port>``:
 
 * discovery (``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/{g}/{v}``), OpenAPI v3
-  (``/openapi/v3`` …; v2 answers 404) and ``metrics.k8s.io/v1beta1`` for ``kubectl top``;
+  (``/openapi/v3`` …), a minimal protobuf OpenAPI v2 (for kubectl ≤ 1.28's validation check)
+  and ``metrics.k8s.io/v1beta1`` for ``kubectl top``;
 * CRUD for every type in :data:`RESOURCE_TYPES`: list (label/field selectors, ``limit`` and
   ``continue``, cluster-wide), get, create, update (``resourceVersion`` conflicts), delete
   (with ``ownerReferences`` cascade and DeleteOptions preconditions), deletecollection, and
-  PATCH in all four flavours (see :mod:`.patch`);
-* ``meta.k8s.io/v1`` Table and PartialObjectMetadata responses when ``Accept`` asks for them;
+  PATCH in all four flavours (see :mod:`.patch`); request bodies in JSON, YAML or Kubernetes
+  protobuf (see :mod:`.protobuf`), responses always JSON;
+* ``meta.k8s.io/v1`` Table and PartialObjectMetadata responses when ``Accept`` asks for them
+  (see :mod:`.tables`; ages against the virtual clock);
 * watch (chunked NDJSON, resumption from a resourceVersion, 410 ``Expired``, BOOKMARKs,
   ``sendInitialEvents=true`` refused with 422 so clients fall back to list+watch);
 * subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log`` and
-  ``pods/eviction``;
+  ``pods/eviction`` (``exec``/``attach``/``portforward`` answer 400 with an explanation);
 * extension handlers under path prefixes (``/sremarathon/v1/`` …), behind the same tokens.
+
+One port speaks both plain HTTP (:attr:`ApiServer.url`) and TLS (:attr:`ApiServer.https_url`,
+sniffed from the first byte): kubectl only sends bearer tokens over TLS, so
+:meth:`ApiServer.write_kubeconfig` points at the TLS side with the twin's CA (see :mod:`.tls`).
 
 Every request needs ``Authorization: Bearer <token>`` (401 otherwise; ``/healthz``, ``/livez``,
 ``/readyz`` and ``/version`` are public, as on a real cluster). Every mutating request is put
-to ``admission.decide`` with the object as it would be after the change (403 ``Forbidden``
-with the decision's message when denied) and reported to ``admission.record`` with the final
-HTTP status. A dry run (``dryRun=All``) is decided but only recorded when denied.
+to ``admission.decide`` with the object as it would be after the change (for deletes and
+evictions: the object being removed) — 403 ``Forbidden`` with the decision's message when
+denied — and reported to ``admission.record`` with the final HTTP status. A request that fails
+before the change can be computed (404, 422 …) is decided on its raw body and recorded with
+that status. A dry run (``dryRun=All``) is decided but only recorded when denied.
 
 Deletion is immediate (no graceful termination, no finalizers): deleting an object deletes its
 dependents (objects whose ``ownerReferences`` name its uid, recursively) unless
-``propagationPolicy=Orphan``, and deleting a Namespace deletes everything in it.
+``propagationPolicy=Orphan``, and deleting a Namespace deletes everything in it. Objects
+written through the API get the real server's defaults (:mod:`.defaults`) and validation;
+``status`` of Pods, Deployments, ReplicaSets, Nodes, Namespaces and Services is only writable
+through ``/status``. Server-side apply merges but does not track field ownership.
 
 The server is a small threaded HTTP/1.1 server of its own (one thread per connection,
 keep-alive, ``TCP_NODELAY``); object JSON is serialised once per resourceVersion and reused.
+Writes compute their result under ``store.lock``, ask admission outside it, then commit under
+the lock if the object has not moved meanwhile (otherwise they recompute).
 """
 
 from __future__ import annotations
@@ -487,7 +501,7 @@ class ApiServer:
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise _not_found_path()
-        if watch or (name is None and ctx.method == "GET" and _truthy(ctx.query.get("watch"))):
+        if watch or (sub is None and ctx.method == "GET" and _truthy(ctx.query.get("watch"))):
             if ctx.method != "GET":
                 raise _method_not_allowed()
             if name is not None:

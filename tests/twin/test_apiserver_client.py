@@ -302,6 +302,13 @@ def test_strategic_merge_patch_semantics(client):
     dep = apps.patch_namespaced_deployment("smp", NS, {"spec": {"template": {"spec": {"containers": [
         {"$patch": "replace"}, {"name": "solo", "image": "registry.local/solo:1"}]}}}})
     assert [c.name for c in dep.spec.template.spec.containers] == ["solo"]
+    # finalizers merge as a set; $deleteFromPrimitiveList removes from it
+    dep = apps.patch_namespaced_deployment("smp", NS, {"metadata": {"finalizers": ["a.io/x", "b.io/y"]}})
+    dep = apps.patch_namespaced_deployment("smp", NS, {"metadata": {"finalizers": ["c.io/z"]}})
+    assert dep.metadata.finalizers == ["a.io/x", "b.io/y", "c.io/z"]
+    dep = apps.patch_namespaced_deployment("smp", NS, {"metadata": {
+        "$deleteFromPrimitiveList/finalizers": ["b.io/y"]}})
+    assert dep.metadata.finalizers == ["a.io/x", "c.io/z"]
     # Service ports merge on port
     v1 = k8s.CoreV1Api(client)
     svc = v1.patch_namespaced_service("web", NS, {"spec": {"ports": [{"port": 443, "name": "https",

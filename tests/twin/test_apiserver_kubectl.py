@@ -164,9 +164,11 @@ def test_scale_set_image_and_rollouts(kubectl, twin):
     assert "paused" not in twin.store.get("Deployment", NS, "web")["spec"]
 
 
-def test_rollout_status(kubectl, twin):
+def test_rollout_status_and_wait(kubectl, twin):
     out = kubectl("rollout", "status", "deployment/web", "-n", NS, "--timeout=10s")
     assert out.strip() == 'deployment "web" successfully rolled out'
+    out = kubectl("wait", "--for=condition=Available", "deployment/web", "-n", NS, "--timeout=10s")
+    assert out.strip() == "deployment.apps/web condition met"
     with twin.store.lock:
         dep = twin.store.get("Deployment", NS, "web")
         dep["status"]["conditions"][1].update(reason="ProgressDeadlineExceeded", status="False")
@@ -300,6 +302,11 @@ def test_get_watch(kubectl, twin):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_exec_is_refused_with_an_explanation(kubectl):
+    proc = kubectl.run("exec", POD_A, "-n", NS, "--", "ls", check=False)
+    assert proc.returncode == 1 and "pods/exec is not supported by the sremarathon twin" in proc.stderr
 
 
 def test_bad_token_is_unauthorized(kubectl, twin, tmp_path):
