@@ -63,6 +63,26 @@ class ServiceSpec(BaseModel):
     datastore: Optional[str] = None  # a stock image: the service is a datastore, not app code
 
 
+class ExternalFallback(BaseModel):
+    """The switch that keeps the app working while a provider is down: every pod of ``service``
+    running with configuration ``key`` set to ``value``."""
+
+    model_config = ConfigDict(extra="forbid")
+    service: str
+    key: str
+    value: str
+
+
+class ExternalSpec(BaseModel):
+    """A third-party API outside the cluster, called with ``ctx.external(name, op, payload)``."""
+
+    model_config = ConfigDict(extra="forbid")
+    host: str
+    latency_ms: float = Field(default=10.0, ge=0)
+    used_by: list[str] = Field(default_factory=list)
+    fallback: Optional[ExternalFallback] = None
+
+
 class AppSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     name: str
@@ -70,6 +90,7 @@ class AppSpec(BaseModel):
     description: str = ""
     traffic: Traffic
     services: dict[str, ServiceSpec]
+    externals: dict[str, ExternalSpec] = Field(default_factory=dict)
     root: Path = Path(".")
 
     def code_services(self) -> list[str]:
@@ -108,4 +129,9 @@ def load_app(root: Path) -> AppSpec:
         if spec.datastore is None and not (root / "services" / f"{svc}.py").exists():
             raise ConfigError(f"{path}: services.{svc} has no code at services/{svc}.py "
                               f"(add the module, or mark it a datastore with `datastore: <image>`)")
+    for name, ext in app.externals.items():
+        named = ext.used_by + ([ext.fallback.service] if ext.fallback else [])
+        unknown = [s for s in named if s not in app.services]
+        if unknown:
+            raise ConfigError(f"{path}: externals.{name} names unknown service(s) {unknown}")
     return app

@@ -36,6 +36,7 @@ import os
 import re
 import struct
 import tarfile
+import threading
 import zlib
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -143,7 +144,7 @@ class BundleWriter:
     it to disk), so a run killed at any point leaves a verifiable prefix. ``events`` keeps the
     records the scorer reads (``retain``, default :data:`scoring.SCORED_TYPES`; ``None`` keeps
     everything) for live scoring; bulky telemetry (``sli``, ``alert``, ``cluster``…) lives only
-    on disk.
+    on disk. Safe to call from several threads (the API server records actions from its own).
     """
 
     def __init__(self, run_dir: Union[str, Path], *, signing_key: Optional[Ed25519PrivateKey] = None,
@@ -153,6 +154,7 @@ class BundleWriter:
         self._key = signing_key if signing_key is not None else Ed25519PrivateKey.generate()
         self._fsync = fsync
         self._retain = None if retain is None else frozenset(retain)
+        self._lock = threading.RLock()
         self._fh: Optional[io.BufferedWriter] = open(self.run_dir / EVENTS, "xb")
         self._seq = 0
         self._head = GENESIS
@@ -182,6 +184,10 @@ class BundleWriter:
     # -- recording
     def emit(self, t: datetime, type: str, data: Union[BaseModel, Mapping[str, Any]]) -> Event:
         """Validate ``data`` against ``EVENT_DATA[type]``, append one chained line, flush it."""
+        with self._lock:
+            return self._emit(t, type, data)
+
+    def _emit(self, t: datetime, type: str, data: Union[BaseModel, Mapping[str, Any]]) -> Event:
         if self._fh is None:
             raise RuntimeError(f"{self.run_dir}: the bundle is sealed or closed")
         model = EVENT_DATA.get(type)
@@ -197,10 +203,10 @@ class BundleWriter:
         if isinstance(data, BaseModel):
             if not isinstance(data, model):
                 raise TypeError(f"{type} takes {model.__name__}, not {data.__class__.__name__}")
-            validated = data
+            payload = data.model_dump(mode="json")
+            model.model_validate(payload)  # models are mutable: never record what verify would reject
         else:
-            validated = model.model_validate(dict(data))
-        payload = validated.model_dump(mode="json")
+            payload = model.model_validate(dict(data)).model_dump(mode="json")
         event = Event(seq=self._seq, t=stamp, type=type, data=payload, prev=self._head)
         line = canonical(event.model_dump()).encode()
         self._fh.write(line + b"\n")
@@ -233,18 +239,20 @@ class BundleWriter:
         if isinstance(content, str):
             content = content.encode()
         path = self.run_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, mode) as fh:
-            fh.write(content)
+        with self._lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, mode) as fh:
+                fh.write(content)
         return path
 
     def close(self) -> None:
         """Close events.jsonl without sealing (the directory stays a verifiable, unsealed run)."""
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-            self._fh = None
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None
 
     def __enter__(self) -> "BundleWriter":
         return self
@@ -262,6 +270,11 @@ class BundleWriter:
         keys to the manifest (``run_id`` and ``agent`` may be overridden, the computed keys may
         not). Returns the archive path.
         """
+        with self._lock:
+            return self._seal(ground_truth, salt, manifest_extra)
+
+    def _seal(self, ground_truth: Mapping[str, Any], salt: str,
+              manifest_extra: Optional[Mapping[str, Any]]) -> Path:
         if self.sealed:
             raise RuntimeError(f"{self.run_dir}: already sealed")
         if self._start is None:
@@ -285,7 +298,7 @@ class BundleWriter:
                  for name in _walk(self.run_dir) if name != MANIFEST}
         manifest: dict[str, Any] = {
             "format": FORMAT,
-            "run_id": self.run_dir.name,
+            "run_id": self.run_dir.resolve().name,
             "scenario_digest": self._start["scenario_digest"],
             "seed": self._start["seed"],
             "agent": self._start["agent"],
@@ -389,7 +402,7 @@ def pack_members(members: Mapping[str, Union[bytes, Path]]) -> bytes:
 
 def pack(run_dir: Union[str, Path], dest: Optional[Union[str, Path]] = None) -> Path:
     """Pack every file of ``run_dir`` into the canonical archive ``dest`` (``<run_dir>.tar.gz``)."""
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     dest = Path(dest) if dest is not None else run_dir.with_name(run_dir.name + ".tar.gz")
     data = pack_members({name: run_dir / name for name in _walk(run_dir)})
     tmp = dest.with_name(dest.name + ".partial")

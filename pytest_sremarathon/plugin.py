@@ -83,7 +83,7 @@ class SegmentResult:
     final: Optional[dict[str, Any]] = None
 
 
-@dataclass
+@dataclass(eq=False)  # registered as a plugin: must stay hashable
 class MarathonSession:
     """Owns the marathons of a pytest session (one per scenario file and seed)."""
 

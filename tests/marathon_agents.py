@@ -33,7 +33,7 @@ class GroundTruthSnoop:
             return Report()
         self.done = True
         found = []
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 15
         names = ("ground_truth.json", "events.jsonl", "changes.yaml")
         for root, dirs, files in os.walk("/", onerror=lambda e: None):
             if root.startswith(("/proc", "/sys", "/dev")) or time.monotonic() > deadline:
@@ -54,4 +54,13 @@ class GroundTruthSnoop:
                     found.append(f"/proc/{pid}/{what}")
         if SECRET_ENV in os.environ:
             found.append("own environment")
-        return Report(notes="FOUND:" + "|".join(found))
+
+        def age(path: str) -> float:
+            try:
+                return -os.stat(path).st_mtime
+            except OSError:
+                return 0.0
+
+        # The run in progress writes as we look: if it were visible it would be the newest.
+        found.sort(key=lambda p: (not p.startswith(("/proc", "own")), age(p)))
+        return Report(notes="FOUND:" + "|".join(found[:100]))

@@ -256,8 +256,8 @@ def _assert_flip_fails(raw: bytes, pos: int, mask: int, target: Path) -> None:
 
 
 def test_flipping_any_byte_of_the_archive_fails(tmp_path):
-    # A small complete bundle: every bit position that deflate might ignore (block padding),
-    # every header byte, the CRC and the length, with three masks each.
+    # A small complete bundle, every byte: header, comment, deflate data (including the bits a
+    # deflate decoder ignores, such as block padding), CRC-32 and length.
     rec = Recorder(tmp_path / "run", [fault("f1")])
     rec.now = at(10)
     rec.inject("f1")
@@ -267,7 +267,7 @@ def test_flipping_any_byte_of_the_archive_fails(tmp_path):
     rec.end()
     raw = rec.seal().read_bytes()
     for pos in range(len(raw)):
-        for mask in (0x01, 0x80, 0xFF):
+        for mask in ((0x01, 0x80, 0xFF) if pos % 5 == 0 else (0x01, 0x80)):
             _assert_flip_fails(raw, pos, mask, tmp_path / "flipped.tar.gz")
 
 
@@ -275,7 +275,7 @@ def test_flipping_bytes_of_a_realistic_archive_fails(sealed, tmp_path):
     raw = sealed.read_bytes()
     header_end = raw.index(b"\0", 10) + 1
     positions = set(range(header_end + 16)) | set(range(len(raw) - 24, len(raw)))
-    positions |= set(range(header_end, len(raw), max(1, len(raw) // 150)))
+    positions |= set(range(header_end, len(raw), max(1, len(raw) // 80)))
     for pos in sorted(positions):
         for mask in (0x01, 0x40):
             _assert_flip_fails(raw, pos, mask, tmp_path / "flipped.tar.gz")

@@ -59,13 +59,13 @@ def test_rollback_agent_beats_noop_on_the_default_marathon(tmp_path: Path) -> No
 def test_agent_process_cannot_see_the_ground_truth(tmp_path: Path, write_scenario) -> None:
     scenario = write_scenario(duration="1h", cadence="10m", schedule={"faults": 3})
     result = run_json("--agent", "marathon_agents:GroundTruthSnoop", "--scenario", str(scenario),
-                      "--out", str(tmp_path / "runs"), "--step-budget", "60",
+                      "--out", str(tmp_path / "runs"), "--step-budget", "120",
                       env={"SREMARATHON_TEST_SECRET": "x"})
     if result["isolation"] != "namespaces":
         pytest.skip(f"no namespace isolation on this machine ({result['isolation']})")
     notes = [e.data["report"]["notes"] for e in open_bundle(result["bundle"]).events
              if e.type == "agent.step" and e.data.get("report") and e.data["report"]["notes"].startswith("FOUND:")]
-    assert notes, "the snooping agent did not report"
+    assert notes, f"the snooping agent did not report: {step_outcomes(result['bundle'])}"
     found = [p for p in notes[0][len("FOUND:"):].split("|") if p]
     runs = str(tmp_path / "runs")
     leaks = [p for p in found if p.startswith(runs) or p.startswith("/proc") or p == "own environment"

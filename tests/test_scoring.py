@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -435,25 +433,24 @@ def test_ground_truth_attribution_fills_unrecorded_alerts(tmp_path):
     assert score_events(r.events, attribution={"a-unrecorded": ["f1"]}).score == 50
 
 
-def test_cli_score(tmp_path):
+def test_cli_score(tmp_path, capsys):
+    from pytest_sremarathon.cli import main
+
     rec = marathon(tmp_path / "run", n_faults=5, hours=2)
-    archive = rec.writer.archive
-    run = [sys.executable, "-m", "pytest_sremarathon.cli", "score"]
-    out = subprocess.run(run + [str(archive), "--json"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == score_events(rec.events).to_dict()
-    table = subprocess.run(run + [str(archive)], capture_output=True, text=True)
-    assert table.returncode == 0 and "Marathon-Score:" in table.stdout and "weights:" in table.stdout
+    archive = str(rec.writer.archive)
+    assert main(["score", archive, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == score_events(rec.events).to_dict()
+    assert main(["score", archive]) == 0
+    out = capsys.readouterr().out
+    assert "Marathon-Score:" in out and "weights: correlation 20, localization 30, repair 50" in out
 
     unsealed = marathon(tmp_path / "crashed", n_faults=2, hours=0.5, seal=False)
-    refused = subprocess.run(run + [str(tmp_path / "crashed")], capture_output=True, text=True)
-    assert refused.returncode != 0 and "--partial" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
-    partial = subprocess.run(run + [str(tmp_path / "crashed"), "--partial", "--json"],
-                             capture_output=True, text=True)
-    assert partial.returncode == 0, partial.stderr
-    assert json.loads(partial.stdout) == score_events(unsealed.events).to_dict()
+    assert main(["score", str(tmp_path / "crashed")]) != 0
+    err = capsys.readouterr().err
+    assert "--partial" in err and len(err.strip().splitlines()) == 1
+    assert main(["score", str(tmp_path / "crashed"), "--partial", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == score_events(unsealed.events).to_dict()
 
     (tmp_path / "run" / "wall.json").write_text("{}")  # tampered sealed directory
-    tampered = subprocess.run(run + [str(tmp_path / "run")], capture_output=True, text=True)
-    assert tampered.returncode != 0 and "wall.json: digest mismatch" in tampered.stderr
+    assert main(["score", str(tmp_path / "run")]) != 0
+    assert "wall.json: digest mismatch" in capsys.readouterr().err

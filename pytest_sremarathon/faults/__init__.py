@@ -4,10 +4,10 @@ the ``sremarathon_fault_kinds`` hook."""
 from __future__ import annotations
 
 from .base import Fault, FaultKind, World
-from .change import CodeException, CodeLatency, ConfigBadTimeout, ConfigWrongEndpoint
+from .change import CHANGE_KINDS
 from .infrastructure import NodeFailure
 
-BUILTIN_KINDS: tuple[type[FaultKind], ...] = (CodeException, CodeLatency, ConfigWrongEndpoint, ConfigBadTimeout,
+BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure)
 
 

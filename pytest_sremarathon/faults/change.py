@@ -1,111 +1,491 @@
-"""Faults that arrive as changes through the deploy pipeline (code, configuration,
-manifests). Injection commits a curated change and deploys it; the on-call cleanup reverts it;
-mitigation is judged on what the running pods actually execute."""
+"""Faults that arrive as changes through the deploy pipeline (code, configuration, manifests).
+
+Injection commits a curated change (``scenarios/apps/<app>/changes/*.yaml``) and deploys it;
+the root cause is ``service:<app>/<service>`` and the cause the pipeline change id. The on-call
+cleanup at the end of the window reverts the change if it is still in the tree.
+
+Each family judges mitigation from what the cluster actually runs, never from the repository:
+the fault is mitigated once its faulty thing is *live nowhere* (no pod image carries the code, no
+running pod has the configuration value, no live object or pod template has the manifest value)
+and the service is serving again. So a revert that is committed but not deployed, a restart of
+the bad pods, or a rollback of an unrelated change does not count; a revert, a rollback to an
+earlier good ref, or an equivalent hand fix does.
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
 from ..pipeline.service import PipelineError, apply_edit
-from ..twin.kubelet import Container
+from ..twin.objects import pod_is_active, pod_is_ready
 from .base import Fault, FaultKind, World
+from .catalogue import CuratedChange, FaultTag
+
+_MISSING = object()
 
 
-def _containers(world: World, ns: str, service: str) -> list[Container]:
-    return [c for c in world.cluster.kubelet.containers.values()
-            if c.namespace == ns and c.service == service and c.state == "running"
-            and world.cluster.network.node_up.get(c.node, False)]
+# -- evidence helpers --------------------------------------------------------------------------
+def _pods(world: World, ns: str, service: str) -> list[dict[str, Any]]:
+    """The service's active pods (scheduled or not, running or not)."""
+    return [p for p in world.cluster.store.list("Pod", ns)
+            if (p["metadata"].get("labels") or {}).get("app") == service and pod_is_active(p)]
 
 
-def _serving(world: World, ns: str, service: str) -> bool:
-    return world.cluster.metrics.latest(ns, service, "ready_pods") >= 1
+def _ready_pods(world: World, ns: str, service: str) -> int:
+    up = world.cluster.network.node_up
+    return sum(1 for p in _pods(world, ns, service) if pod_is_ready(p) and up.get(p["spec"].get("nodeName", ""), False))
 
 
+def _running_configs(world: World, ns: str, service: str) -> list[dict[str, str]]:
+    """The configuration every running container of the service was started with."""
+    up = world.cluster.network.node_up
+    return [c.ctx.config_data for c in world.cluster.kubelet.containers.values()
+            if c.namespace == ns and c.service == service and c.state == "running" and c.ctx is not None
+            and up.get(c.node, False)]
+
+
+_PATH_TOKEN = re.compile(r"""\.?([^.\[\]]+)|\[(\d+)\]|\[["']([^"']+)["']\]""")
+
+
+def parse_path(path: str) -> list[Any]:
+    """``a.b[0]["c.d"]`` -> ``["a", "b", 0, "c.d"]`` (a dotted path with list indices and quoted keys)."""
+    out: list[Any] = []
+    pos = 0
+    while pos < len(path):
+        m = _PATH_TOKEN.match(path, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"cannot parse field path {path!r} at {path[pos:]!r}")
+        name, index, quoted = m.groups()
+        out.append(int(index) if index is not None else (quoted if quoted is not None else name))
+        pos = m.end()
+    return out
+
+
+def resolve(obj: Any, path: list[Any]) -> Any:
+    """The value at ``path`` inside ``obj``, or ``_MISSING``."""
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(obj, list) or step >= len(obj):
+                return _MISSING
+            obj = obj[step]
+        else:
+            if not isinstance(obj, dict) or step not in obj:
+                return _MISSING
+            obj = obj[step]
+    return obj
+
+
+def _matches(actual: Any, bad: Optional[str]) -> bool:
+    """Does a live value equal the tag's bad value? (``None`` = the bad state is "absent")."""
+    if bad is None:
+        return actual is _MISSING
+    if actual is _MISSING or actual is None or isinstance(actual, (dict, list)):
+        return False
+    if isinstance(actual, bool):
+        actual = str(actual).lower()
+    return str(actual) == bad
+
+
+# -- the families ------------------------------------------------------------------------------
 class ChangeFault(FaultKind):
+    """A curated change, committed and deployed by the orchestrator.
+
+    Subclasses say how to recognise the faulty thing in the repository head (``in_head``) and in
+    the live cluster (``live``); mitigation is "not live anywhere, and the service serves"."""
+
     family = "change"
 
+    # -- what the curated change says ------------------------------------------------------
+    def curated(self, world: World, fault: Fault) -> CuratedChange:
+        return world.curated(fault.app, fault.params["change"])
+
+    def tag(self, world: World, fault: Fault) -> FaultTag:
+        tag = self.curated(world, fault).fault
+        if tag is None:
+            raise ValueError(f"curated change {fault.params['change']!r} of {fault.app} has no fault: tag")
+        return tag
+
+    # -- the four operations ---------------------------------------------------------------
     def inject(self, world: World, fault: Fault) -> None:
-        curated = world.curated(fault.app, fault.params["change"])
-        assert curated.fault is not None
+        curated = self.curated(world, fault)
+        tag = self.tag(world, fault)
         change = world.pipelines.commit_edits(fault.app, [(e.file, e.find, e.replace) for e in curated.edits],
                                               curated.message, curated.author)
         fault.change = change.id
-        fault.component = f"service:{fault.app}/{curated.fault.service}"
-        fault.description = f"{self.name} in {fault.app}/{curated.fault.service}: {curated.message}"
-        fault.impact = self.symptoms_from(world, fault.app, curated.fault.service)
+        fault.component = f"service:{fault.app}/{tag.service}"
+        fault.description = f"{self.name} in {fault.app}/{tag.service}: {curated.message}"
+        fault.impact = self.symptoms_from(world, fault.app, tag.service)
         world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
 
-    def _service(self, world: World, fault: Fault) -> str:
-        curated = world.curated(fault.app, fault.params["change"])
-        assert curated.fault is not None
-        return curated.fault.service
-
-    def _signature_file(self, world: World, fault: Fault) -> tuple[str, str]:
-        curated = world.curated(fault.app, fault.params["change"])
-        assert curated.fault is not None
-        signature = curated.fault.signature or curated.edits[0].replace.strip().splitlines()[0]
-        return curated.edits[0].file, signature
+    def mitigated(self, world: World, fault: Fault) -> bool:
+        return not self.live(world, fault) and self.serving(world, fault)
 
     def cleanup(self, world: World, fault: Fault) -> None:
         """What the on-call human does at the end of the window: revert the change if it is
         still in the tree (a plain revert, or the inverse edit if later changes conflict)."""
-        path, signature = self._signature_file(world, fault)
-        if signature not in world.pipelines.head_file(fault.app, path):
+        if not self.in_head(world, fault):
             return
         try:
             world.pipelines.revert(fault.app, fault.change or "", "orchestrator")
+            return
         except PipelineError:
-            curated = world.curated(fault.app, fault.params["change"])
-            edits = []
-            for e in curated.edits:
-                text = world.pipelines.head_file(fault.app, e.file)
-                if apply_edit(text, e.replace, e.find) is not None:
-                    edits.append((e.file, e.replace, e.find))
-            if edits:
-                world.pipelines.commit_edits(fault.app, edits, f'Revert "{curated.message}"',
-                                             "oncall-human <oncall@sremarathon.local>")
-                world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
+            pass
+        curated = self.curated(world, fault)
+        edits = []
+        for e in curated.edits:
+            if not e.replace.strip():
+                continue  # a pure deletion has no anchor to put the text back at
+            text = world.pipelines.head_file(fault.app, e.file)
+            if apply_edit(text, e.replace, e.find) is not None:
+                edits.append((e.file, e.replace, e.find))
+        if edits:
+            world.pipelines.commit_edits(fault.app, edits, f'Revert "{curated.message}"',
+                                         "oncall-human <oncall@sremarathon.local>")
+            world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
+
+    # -- what subclasses define ------------------------------------------------------------
+    def live(self, world: World, fault: Fault) -> bool:
+        """Is the faulty thing still live anywhere in the cluster?"""
+        raise NotImplementedError
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        """Is the faulty thing still in the repository's head?"""
+        raise NotImplementedError
+
+    def serving(self, world: World, fault: Fault) -> bool:
+        """The service answers again: at least one ready pod."""
+        return _ready_pods(world, fault.app, self.tag(world, fault).service) >= 1
 
 
+# -- code ---------------------------------------------------------------------------------------
 class CodeFault(ChangeFault):
-    """The faulty code is mitigated once no running pod of the service executes it."""
+    """Faulty code, recognised by its ``signature`` (text present in the service's code exactly
+    while the fault is in it). Mitigated once no active pod of the service — running, crash
+    looping or pending — has an image whose artifact contains the signature, and the service has
+    a ready pod. Repair: revert the change (or deploy an earlier good ref) through the pipeline."""
 
-    def mitigated(self, world: World, fault: Fault) -> bool:
-        path, signature = self._signature_file(world, fault)
-        service = self._service(world, fault)
-        for c in _containers(world, fault.app, service):
-            artifact = world.cluster.artifacts.by_image(c.image)
-            if artifact is not None and signature in artifact.files.get(path, ""):
-                return False
-        return _serving(world, fault.app, service)
+    def signature(self, world: World, fault: Fault) -> str:
+        tag = self.tag(world, fault)
+        if tag.signature:
+            return tag.signature
+        return self.curated(world, fault).edits[0].replace.strip().splitlines()[0]
+
+    def _files(self, world: World, fault: Fault) -> list[str]:
+        return sorted({e.file for e in self.curated(world, fault).edits})
+
+    def live(self, world: World, fault: Fault) -> bool:
+        signature, files = self.signature(world, fault), self._files(world, fault)
+        artifacts = world.cluster.artifacts
+        for pod in _pods(world, fault.app, self.tag(world, fault).service):
+            for container in pod["spec"].get("containers") or []:
+                artifact = artifacts.by_image(container.get("image", ""))
+                if artifact is not None and any(signature in artifact.files.get(f, "") for f in files):
+                    return True
+        return False
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        signature = self.signature(world, fault)
+        return any(signature in world.pipelines.head_file(fault.app, f) for f in self._files(world, fault))
 
 
 class CodeException(CodeFault):
+    """A code change raises an exception on a request path.
+
+    Effects: the requests that take the path fail with HTTP 500 and a Python traceback in the
+    service's pod logs; the service's error ratio rises (ServiceHighErrorRate), and so does its
+    callers'. Pods stay ready — restarting them changes nothing.
+    Repair: revert the change through the pipeline (or deploy an earlier good ref)."""
+
     name = "code-exception"
     description = "a code change raises an exception on a request path"
 
 
 class CodeLatency(CodeFault):
+    """A code change adds latency: extra work or N+1 downstream calls per request.
+
+    Effects: the service's p99 latency rises past its SLO (ServiceLatencySLOBurn), its CPU and
+    the call rate into its dependencies grow, and callers' latency follows; slow enough, callers
+    time out. Repair: revert the change through the pipeline."""
+
     name = "code-latency"
     description = "a code change adds latency or N+1 downstream calls"
 
 
-class ConfigFault(ChangeFault):
-    """A bad configuration value is mitigated once no running pod of the service uses it."""
+class CodeCrashOnStart(CodeFault):
+    """A code change makes the process exit during start-up (e.g. it reads a setting that is
+    not deployed). The build passes: unit tests never run ``startup``.
 
-    def mitigated(self, world: World, fault: Fault) -> bool:
-        curated = world.curated(fault.app, fault.params["change"])
-        assert curated.fault is not None and curated.fault.key is not None
-        service = self._service(world, fault)
-        for c in _containers(world, fault.app, service):
-            if c.ctx is not None and c.ctx.config_data.get(curated.fault.key) == curated.fault.value:
-                return False
-        return _serving(world, fault.app, service)
+    Effects: the new pods go CrashLoopBackOff with the traceback in their logs
+    (KubePodCrashLooping), the rollout stalls at the surge pod (KubeDeploymentRolloutStuck after
+    the progress deadline); the old pods keep serving, so users notice nothing until they are
+    gone. Deleting the crashing pods brings back the same image. Repair: revert the change (or
+    deploy an earlier good ref); the controller then scales the crashing ReplicaSet away."""
+
+    name = "code-crash-on-start"
+    description = "a code change crashes the service on start"
+
+
+class CodeMemoryLeak(CodeFault):
+    """A code change retains state per request that is never released.
+
+    Effects: the pods' memory grows every minute (ContainerMemoryNearLimit), until the kernel
+    OOM-kills them (KubeContainerOOMKilled, restarts); the pods of a service leak in step, so
+    they tend to die together and requests fail while they restart. A restart only resets the
+    clock. Repair: revert the change through the pipeline."""
+
+    name = "code-memory-leak"
+    description = "a code change leaks memory until the pods are OOM-killed"
+
+
+class CodeRetryStorm(CodeFault):
+    """A code change retries a downstream call too eagerly (no backoff, a wrong success test),
+    multiplying the calls it sends.
+
+    Effects: the callee's request rate and CPU jump by the retry factor; near its CPU limit its
+    latency (and then every caller's) climbs. The change sits in the caller, the symptoms also
+    in the callee and the callee's other callers.
+    Repair: revert the change through the pipeline (scaling the callee only buys headroom)."""
+
+    name = "code-retry-storm"
+    description = "a code change retries downstream calls in a storm"
+
+    def symptoms_from(self, world: World, ns: str, service: str) -> set[tuple[str, str]]:
+        out = super().symptoms_from(world, ns, service)
+        for callee in world.apps[ns].services[service].calls:
+            out |= super().symptoms_from(world, ns, callee)
+        return out
+
+
+class CodeContractBreak(CodeFault):
+    """A code change alters the shape of a response (a renamed or restructured field); the
+    service itself answers 200, its callers fail parsing the answer.
+
+    Effects: errors and tracebacks (KeyError/TypeError) appear in the *callers* of the service,
+    whose error ratio rises; the changed service looks healthy. Localise to the changed service
+    (the callee), not to the callers that raise. Repair: revert the change through the pipeline."""
+
+    name = "code-contract-break"
+    description = "a code change breaks the response contract its callers rely on"
+
+    def symptoms_from(self, world: World, ns: str, service: str) -> set[tuple[str, str]]:
+        return {(ns, s) for s in world.apps[ns].callers_of(service)}
+
+
+# -- configuration ------------------------------------------------------------------------------
+class ConfigFault(ChangeFault):
+    """A bad configuration value (``key``/``value``; ``value: null`` means the key was removed)
+    in ``config/<service>.yaml``, i.e. the service's ConfigMap. A ConfigMap change rolls the
+    pods (the config-hash annotation). Mitigated once no running pod of the service has
+    ``key == value`` (for a removed key: every running pod has the key again), and the service
+    has a ready pod. Repair: revert the change through the pipeline (or an equivalent fix
+    deployed through it)."""
+
+    def _key(self, world: World, fault: Fault) -> tuple[str, Optional[str]]:
+        tag = self.tag(world, fault)
+        if not tag.key:
+            raise ValueError(f"curated change {fault.params['change']!r}: a config-* fault needs `key`")
+        return tag.key, tag.value
+
+    def live(self, world: World, fault: Fault) -> bool:
+        key, bad = self._key(world, fault)
+        return any(_matches(config.get(key, _MISSING), bad)
+                   for config in _running_configs(world, fault.app, self.tag(world, fault).service))
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        key, bad = self._key(world, fault)
+        text = world.pipelines.head_file(fault.app, f"config/{self.tag(world, fault).service}.yaml")
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
+            return True
+        return _matches(data.get(key, _MISSING) if isinstance(data, dict) else _MISSING, bad)
 
 
 class ConfigWrongEndpoint(ConfigFault):
+    """Configuration points the service at a dependency that does not exist.
+
+    Effects: every call to that dependency fails with "no such host"; the service's requests that
+    need it fail (ServiceHighErrorRate on it and its callers). Repair: revert the change."""
+
     name = "config-wrong-endpoint"
     description = "configuration points a service at a dependency that does not exist"
 
 
 class ConfigBadTimeout(ConfigFault):
+    """A timeout set far below the dependency's latency.
+
+    Effects: the service's downstream calls end in "deadline exceeded" (504); its error ratio and
+    its callers' rise while the dependencies look healthy. Repair: revert the change."""
+
     name = "config-bad-timeout"
     description = "a timeout set far below the dependency's latency"
+
+
+class ConfigFeatureFlag(ConfigFault):
+    """A feature flag switched on that enables an expensive code path.
+
+    Effects: the service's CPU jumps to its limit and its latency past its SLO
+    (ServiceLatencySLOBurn); callers slow down or time out. Nothing crashes. Repair: revert the
+    change (switch the flag off through the pipeline)."""
+
+    name = "config-feature-flag"
+    description = "a feature flag enables an expensive code path"
+
+
+class ConfigPoolSize(ConfigFault):
+    """A connection-pool size set below what a request needs at once.
+
+    Effects: requests that need more connections than the pool holds fail with "pool limit …
+    reached, connection timed out" (HTTP 500 in the service, errors in its callers); smaller
+    requests still pass, so the error ratio is partial. Repair: revert the change."""
+
+    name = "config-pool-size"
+    description = "a connection pool sized too small"
+
+
+class ConfigEnvRemoved(ConfigFault):
+    """A setting the code reads without a default is removed from the configuration
+    (``value: null``).
+
+    Effects: requests on the path fail with "missing configuration key" (HTTP 500 with a
+    traceback), the service's and its callers' error ratio rises. Repair: revert the change so
+    that the key is deployed again; mitigated when every running pod has the key."""
+
+    name = "config-env-removed"
+    description = "a configuration key the code needs was removed"
+
+
+# -- manifests ----------------------------------------------------------------------------------
+class ManifestFault(ChangeFault):
+    """A bad value in a manifest: ``object`` (Deployment or Service, named after the service),
+    ``field`` (a dotted path such as ``spec.template.spec.containers[0].resources.limits.memory``)
+    and ``value`` (the bad value). Mitigated once the live object's field differs from the value,
+    every active pod of the service was created from a template without it (for
+    ``spec.template.*`` fields), and the service serves: a ready pod for a Deployment, a ready
+    endpoint for a Service. Repair: revert the change through the pipeline, or fix the field (in
+    the manifest and redeploy, or on the live object)."""
+
+    TEMPLATE = "spec.template."
+
+    def _target(self, world: World, fault: Fault) -> tuple[str, str, list[Any], Optional[str]]:
+        tag = self.tag(world, fault)
+        if tag.object not in ("Deployment", "Service") or not tag.field:
+            raise ValueError(f"curated change {fault.params['change']!r}: a manifest-* fault needs "
+                             "`object: Deployment|Service` and `field`")
+        return tag.object, tag.service, parse_path(tag.field), tag.value
+
+    def live(self, world: World, fault: Fault) -> bool:
+        kind, name, path, bad = self._target(world, fault)
+        obj = world.cluster.store.get(kind, fault.app, name)
+        if obj is not None and _matches(resolve(obj, path), bad):
+            return True
+        field = self.tag(world, fault).field or ""
+        if kind == "Deployment" and field.startswith(self.TEMPLATE):
+            pod_path = parse_path(field[len(self.TEMPLATE):])
+            return any(_matches(resolve(p, pod_path), bad) for p in _pods(world, fault.app, name))
+        return False
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        kind, name, path, bad = self._target(world, fault)
+        for p in sorted(world.pipelines.apps[fault.app].repo.path.glob("manifests/*.yaml")):
+            rel = str(Path("manifests") / p.name)
+            try:
+                docs = list(yaml.safe_load_all(world.pipelines.head_file(fault.app, rel)))
+            except yaml.YAMLError:
+                continue
+            for doc in docs:
+                if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
+                    return _matches(resolve(doc, path), bad)
+        return False
+
+    def serving(self, world: World, fault: Fault) -> bool:
+        kind, name, _, _ = self._target(world, fault)
+        if kind != "Service":
+            return super().serving(world, fault)
+        if world.cluster.store.get("Service", fault.app, name) is None:
+            return False
+        ep = world.cluster.store.get("Endpoints", fault.app, name) or {}
+        return any(s.get("addresses") for s in ep.get("subsets") or [])
+
+
+class ManifestMemoryLimit(ManifestFault):
+    """The container memory limit is cut below what the service uses.
+
+    Effects: the new pods are OOM-killed as they warm up (KubeContainerOOMKilled, then
+    KubePodCrashLooping) and the rollout stalls (KubeDeploymentRolloutStuck); old pods keep
+    serving until they go. Restarting pods brings back the same limit. Repair: revert the change
+    (or raise the limit in the manifest and redeploy)."""
+
+    name = "manifest-memory-limit"
+    description = "a container memory limit cut below the service's usage"
+
+
+class ManifestReadinessProbe(ManifestFault):
+    """A typo in the readiness probe (path or port): the probe can never pass.
+
+    Effects: the new pods run but never become ready (KubePodNotReady, "Readiness probe failed"
+    events), so they never receive traffic and the rollout stalls (KubeDeploymentRolloutStuck);
+    should the old pods go, the service has no endpoints. Repair: revert the change (or fix the
+    probe in the manifest and redeploy)."""
+
+    name = "manifest-readiness-probe"
+    description = "a readiness probe typo keeps new pods unready"
+
+
+class ManifestServiceSelector(ManifestFault):
+    """The Service's selector no longer matches the service's pods (a typo, or a label the pods
+    do not carry).
+
+    Effects: the Service's Endpoints empty at once; every call to the service fails with "no
+    healthy upstream" (ServiceHighErrorRate on it and its callers) while its pods look perfectly
+    healthy. Repair: revert the change (or fix the selector and redeploy)."""
+
+    name = "manifest-service-selector"
+    description = "a Service selector that matches no pods"
+
+
+class ManifestTargetPort(ManifestFault):
+    """The Service's targetPort no longer matches the container's port.
+
+    Effects: endpoints exist but connections are refused; every call to the service fails
+    (ServiceHighErrorRate on it and its callers) while its pods look healthy. Repair: revert the
+    change (or fix the port and redeploy)."""
+
+    name = "manifest-target-port"
+    description = "a Service targetPort that matches no container port"
+
+
+class ManifestReplicasCut(ManifestFault):
+    """The Deployment's replica count is cut (to zero, or far below the load).
+
+    Effects: the service's ready pods drop (to none: every call to it fails with "no healthy
+    upstream", ServiceHighErrorRate on it and its callers). Restarting pods does nothing; scaling
+    by hand holds only until the next deploy re-applies the manifest. Repair: revert the change
+    (or restore the count in the manifest and redeploy)."""
+
+    name = "manifest-replicas-cut"
+    description = "a Deployment's replicas cut below what the service needs"
+
+
+class ManifestZoneAffinity(ManifestFault):
+    """A required node affinity pins every replica of the service into one zone.
+
+    Effects: the rollout moves all pods into that zone (pod placement; the zone spread constraint
+    is violated), callers in the other zone pay a cross-zone hop, and a failure of that zone
+    takes the service down completely. Latent until the zone degrades. Repair: revert the change
+    (or drop the affinity in the manifest and redeploy)."""
+
+    name = "manifest-zone-affinity"
+    description = "node affinity pins all replicas of a service into one zone"
+
+
+CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
+    CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
+    ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
+    ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
+    ManifestZoneAffinity,
+)

@@ -1261,16 +1261,16 @@ class ApiServer:
             statuses = {s.get("name"): s for s in (status.get("containerStatuses") or []) +
                         (status.get("initContainerStatuses") or [])}
             cs = statuses.get(container)
-            if previous:
-                if cs is not None and not (cs.get("lastState") or {}).get("terminated"):
-                    raise _bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-            elif cs is None or ((cs.get("state") or {}).get("waiting") or {}).get("reason") in (
-                    "ContainerCreating", "PodInitializing"):
-                reason = (((cs or {}).get("state") or {}).get("waiting") or {}).get("reason") or "ContainerCreating"
-                if status.get("phase") == "Pending" or cs is not None:
-                    raise _bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+            no_previous = previous and not ((cs or {}).get("lastState") or {}).get("terminated")
+            waiting = (((cs or {}).get("state") or {}).get("waiting") or {}).get("reason")
+            if not previous and ((cs is None and status.get("phase") == "Pending")
+                                 or waiting in ("ContainerCreating", "PodInitializing")):
+                raise _bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                                   f'{waiting or "ContainerCreating"}')
             now = self.store.clock()
         entries = list(self.telemetry.pod_log(ns, name, container, previous) or [])
+        if no_previous and not entries:
+            raise _bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         if q.get("sinceSeconds"):
             try:
                 cutoff = now - timedelta(seconds=int(q["sinceSeconds"]))

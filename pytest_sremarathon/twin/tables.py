@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 
 from .selectors import selector_string
 
-Column = tuple[str, str, str, int]  # name, type, format, priority
 
 
 def _cols(*specs: tuple) -> list[dict[str, Any]]:

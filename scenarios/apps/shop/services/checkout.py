@@ -3,14 +3,50 @@
 TEST_CARD = "4432801561520454"
 
 
+class _Pool:
+    """Keep-alive connections to one upstream, shared by the requests of this process."""
+
+    def __init__(self, upstream, size):
+        self.upstream = upstream
+        self.size = size
+        self.in_use = 0
+
+    def acquire(self, n):
+        if self.in_use + n > self.size:
+            raise TimeoutError(f"{self.upstream} pool limit of size {self.size} reached, "
+                               f"connection timed out, timeout 30.00")
+        self.in_use += n
+
+    def release(self, n):
+        self.in_use -= n
+
+
+_POOLS = {}
+
+
+def _pool(ctx, upstream, key):
+    size = int(ctx.config(key, "8"))
+    if upstream not in _POOLS or _POOLS[upstream].size != size:
+        _POOLS[upstream] = _Pool(upstream, size)
+    return _POOLS[upstream]
+
+
+def _price_lines(ctx, lines):
+    """Look up every cart line's product concurrently, one pooled connection per lookup."""
+    pool = _pool(ctx, "productcatalog", "CATALOG_POOL_SIZE")
+    pool.acquire(len(lines))
+    try:
+        items = [ctx.call("productcatalog", "get_product", {"id": line["product"]}) for line in lines]
+    finally:
+        pool.release(len(lines))
+    return sum(item["price_usd"] * line["quantity"] for item, line in zip(items, lines))
+
+
 def place_order(ctx, req):
     ctx.work(3)
     user, currency = req["user"], req.get("currency", "USD")
     cart = ctx.call("cart", "get_cart", {"user": user})
-    subtotal = 0.0
-    for line in cart["items"]:
-        item = ctx.call("productcatalog", "get_product", {"id": line["product"]})
-        subtotal += item["price_usd"] * line["quantity"]
+    subtotal = _price_lines(ctx, cart["items"])
     quote = ctx.call("shipping", "get_quote", {"items": len(cart["items"])})
     total_usd = round(subtotal + quote["cost_usd"], 2)
     if total_usd <= 0:

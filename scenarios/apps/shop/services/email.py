@@ -3,8 +3,9 @@
 
 def send_confirmation(ctx, req):
     ctx.work(1.5)
+    relay = ctx.config("MAIL_RELAY_ADDR")
     body = f"Order {req['order_id']} confirmed: {len(req.get('items', []))} item(s), total {req['total']}"
-    return {"queued": True, "bytes": len(body)}
+    return {"queued": True, "bytes": len(body), "relay": relay}
 
 
 def ready(ctx):
