@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -107,6 +108,46 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from .calibration import describe, overlapping
+    from .clock import EPOCH
+    from .faults import builtin_registry
+    from .hookspecs import standalone_plugin_manager
+    from .schedule import generate
+    from .timeline import render_svg
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except SremarathonError as exc:
+        return _fail(str(exc))
+    seed = args.seed if args.seed is not None else scenario.spec.seed
+    registry = builtin_registry()
+    for kinds in standalone_plugin_manager().hook.sremarathon_fault_kinds():
+        registry.update({k.name: k() for k in kinds or []})
+    schedule = generate(scenario, registry, seed, EPOCH)
+    stats = describe(schedule.faults, len(schedule.benign))
+    end = EPOCH + timedelta(seconds=scenario.spec.duration)
+    svg_path = args.svg or Path(f"schedule-{scenario.name}-seed{seed}.svg")
+    svg_path.write_text(render_svg(schedule.faults, EPOCH, end, [(c.at, c.app) for c in schedule.benign],
+                                   title=f"{scenario.name} seed {seed}"))
+    if args.json:
+        print(json.dumps({"seed": seed, "stats": stats.to_dict(), "timeline": str(svg_path),
+                          **schedule.to_json()}, default=str))
+        return 0
+    overlaps = {f.id for f in overlapping(schedule.faults)}
+    print(f"{'fault':<6} {'kind':<28} {'family':<15} {'app':<8} {'start':>6} {'end':>6} {'min':>5}  target")
+    for f in schedule.faults:
+        target = ", ".join(f"{k}={v}" for k, v in sorted(f.params.items()))
+        mark = " *" if f.id in overlaps else ""
+        print(f"{f.id:<6} {f.kind:<28} {f.family:<15} {f.app:<8} {f.start:%H:%M} {f.end:%H:%M} "
+              f"{(f.end - f.start).total_seconds() / 60:>5.0f}  {target}{mark}")
+    print("(* overlaps another fault)\n")
+    for line in stats.lines():
+        print(line)
+    print(f"timeline: {svg_path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sremarathon",
                                      description="Benchmark SRE agents on multi-fault marathons.")
@@ -116,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a marathon on the embedded twin, seal the bundle, print the score.")
     add_run_options(p)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("schedule", help="print a scenario's fault schedule and draw its timeline",
+                       description="The seeded schedule as a table, its calibration statistics, and an SVG timeline.")
+    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    p.add_argument("--seed", type=int, help="seed (default: the scenario's)")
+    p.add_argument("--svg", type=Path, help="where to write the timeline (default: schedule-<name>-seed<N>.svg)")
+    p.add_argument("--json", action="store_true", help="print the schedule and statistics as JSON")
+    p.set_defaults(func=cmd_schedule)
     cli_bundle.add_parsers(sub)
     return parser
 

@@ -14,6 +14,13 @@ from pytest_sremarathon.events import (Action, AgentStep, AlertTransition, Clust
                                        SLISample, TruthAlert, TruthFault, TruthFaultEnd, TruthMitigation)
 
 APPS = ("shop", "bank", "blog")
+_OPEN: list[BundleWriter] = []
+
+
+def close_all() -> None:
+    """Close every writer the tests opened (an unsealed run keeps its events file open)."""
+    while _OPEN:
+        _OPEN.pop().close()
 SERVICES = ("frontend", "cart", "checkout", "catalog", "payments")
 
 
@@ -50,6 +57,7 @@ class Recorder:
         self.steps = 0
         kwargs = {} if retain == "default" else {"retain": retain}
         self.writer = BundleWriter(run_dir, signing_key=key, **kwargs)
+        _OPEN.append(self.writer)
         self.writer.emit(self.now, "run.start", RunStart(
             scenario="marathon-test", scenario_digest="d" * 64, seed=seed, agent=agent, backend="twin",
             apps=list(APPS), start=iso(EPOCH), end=iso(at(minutes)), tick_seconds=30, cadence_seconds=300,

@@ -27,7 +27,13 @@ from pytest_sremarathon.clock import EPOCH, iso
 from pytest_sremarathon.events import GENESIS, TruthFault, canonical, sha256_hex
 from pytest_sremarathon.scoring import score_bundle
 
-from recording import Recorder, at, fault, finding, marathon
+from recording import Recorder, at, close_all, fault, finding, marathon
+
+
+@pytest.fixture(autouse=True)
+def _close_writers():
+    yield
+    close_all()
 
 
 @pytest.fixture(scope="module")
@@ -191,8 +197,7 @@ def test_writer_keeps_scored_records_in_memory_and_everything_on_disk(tmp_path):
 
 
 def test_writer_rejects_bad_records(tmp_path):
-    w = BundleWriter(tmp_path / "run")
-    with pytest.raises(ValueError, match="run.start"):
+    with BundleWriter(tmp_path / "run") as w, pytest.raises(ValueError, match="run.start"):
         w.emit(EPOCH, "run.end", {"reason": "completed", "steps": 0})
     rec = Recorder(tmp_path / "run2", [fault("f1")])
     with pytest.raises(ValueError, match="unknown event type"):

@@ -10,7 +10,13 @@ from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import (HOLD_SECONDS, WEIGHTS, MarathonScore, format_table, score_bundle,
                                         score_events)
 
-from recording import Recorder, at, fault, finding, marathon
+from recording import Recorder, at, close_all, fault, finding, marathon
+
+
+@pytest.fixture(autouse=True)
+def _close_writers():
+    yield
+    close_all()
 
 CART = "service:shop/cart"
 

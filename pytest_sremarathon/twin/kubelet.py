@@ -1,10 +1,12 @@
 """The kubelet of every twin node: starts containers from built artifacts, runs readiness and
 liveness probes against the handler code, restarts crashed containers with CrashLoopBackOff
-back-off, OOM-kills containers whose memory passes their limit, keeps their logs, and writes
-pod status in the shape the real kubelet does."""
+back-off, OOM-kills containers whose memory passes their limit, evicts pods from a node under
+disk pressure, keeps their logs, and writes pod status in the shape the real kubelet does."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import types
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,6 +28,8 @@ DATASTORE_MEMORY = 24 * 2**20
 RETAINED_ENTRY_BYTES = 64 * 2**10  # one sampled request's worth of retained state
 LOG_LINES = 2000
 SERVED_PATHS = ("/readyz", "/healthz")
+DISK_PRESSURE_TAINT = "node.kubernetes.io/disk-pressure"
+EPHEMERAL_THRESHOLD = "10Gi"  # the default eviction threshold nodefs.available<10% of 100Gi
 
 
 @dataclass
@@ -96,6 +100,9 @@ class Kubelet:
         self.by_name: dict[tuple[str, str], Container] = {}  # (namespace, pod) -> container
         self.heartbeats: dict[str, datetime] = {}
         self.pulled: set[tuple[str, str]] = set()  # (node, image)
+        self.disk_pressure: set[str] = set()  # nodes whose disk is filling up (a fault knob)
+        self._pressured: set[str] = set()  # nodes this kubelet reported DiskPressure on
+        self._evictions = 0
 
     # -- public ----------------------------------------------------------------------------
     def container_of(self, namespace: str, pod: str) -> Optional[Container]:
@@ -128,6 +135,8 @@ class Kubelet:
             if uid not in live_uids:
                 gone = self.containers.pop(uid)
                 self.by_name.pop((gone.namespace, gone.pod_name), None)
+        if self.disk_pressure or self._pressured:
+            self._disk_pressure(up_nodes, now)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _run(self, pod: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
@@ -171,6 +180,25 @@ class Kubelet:
                         continue
                     return None, f'couldn\'t find key {ref["key"]} in ConfigMap {ns}/{ref["name"]}'
                 data[env["name"]] = cm["data"][ref["key"]]
+            elif "valueFrom" in env and "secretKeyRef" in env["valueFrom"]:
+                ref = env["valueFrom"]["secretKeyRef"]
+                secret = self.store.get("Secret", ns, ref["name"])
+                value = _secret_data(secret).get(ref["key"]) if secret is not None else None
+                if value is None:
+                    if ref.get("optional"):
+                        continue
+                    return None, (f'secret "{ref["name"]}" not found' if secret is None else
+                                  f'couldn\'t find key {ref["key"]} in Secret {ns}/{ref["name"]}')
+                data[env["name"]] = value
+        for source in spec.get("envFrom") or []:
+            ref = source.get("secretRef")
+            if ref:
+                secret = self.store.get("Secret", ns, ref["name"])
+                if secret is None:
+                    if ref.get("optional"):
+                        continue
+                    return None, f'secret "{ref["name"]}" not found'
+                data.update({k: v for k, v in _secret_data(secret).items() if k not in data})
         return data, ""
 
     def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
@@ -313,6 +341,78 @@ class Kubelet:
                 retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
 
+    # -- disk pressure ---------------------------------------------------------------------
+    def _disk_pressure(self, up_nodes: set[str], now: datetime) -> None:
+        """The eviction manager: report DiskPressure (the node lifecycle controller's taint
+        comes with it) and evict one pod per housekeeping pass while the disk stays full."""
+        for node in self.store.list("Node"):
+            name = node["metadata"]["name"]
+            if name not in up_nodes:
+                continue
+            if name in self.disk_pressure:
+                if name not in self._pressured:
+                    self._pressured.add(name)
+                    set_condition(node, "DiskPressure", "True", now, "KubeletHasDiskPressure", "kubelet has disk pressure")
+                    taints = node["spec"].setdefault("taints", [])
+                    if not any(t["key"] == DISK_PRESSURE_TAINT for t in taints):
+                        taints.append({"key": DISK_PRESSURE_TAINT, "effect": "NoSchedule"})
+                    self.store.touch(node)
+                    self.events.record(node, "Normal", "NodeHasDiskPressure",
+                                       f"Node {name} status is now: NodeHasDiskPressure", "kubelet", name)
+                self._evict_one(node, now)
+            elif name in self._pressured:
+                self._pressured.discard(name)
+                set_condition(node, "DiskPressure", "False", now, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+                node["spec"]["taints"] = [t for t in node["spec"].get("taints") or [] if t["key"] != DISK_PRESSURE_TAINT]
+                if not node["spec"]["taints"]:
+                    node["spec"].pop("taints")
+                self.store.touch(node)
+                self.events.record(node, "Normal", "NodeHasNoDiskPressure",
+                                   f"Node {name} status is now: NodeHasNoDiskPressure", "kubelet", name)
+
+    def _evict_one(self, node: dict[str, Any], now: datetime) -> None:
+        name = node["metadata"]["name"]
+        victims = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name and pod_is_active(p)]
+        if not victims:
+            return
+        # Rank as the eviction manager does: the biggest consumer of the starved resource first.
+        pod = max(victims, key=lambda p: (self._usage_rank(p), p["metadata"]["name"]))
+        self._evictions += 1
+        available = f"{7_800_000 - 37_000 * (self._evictions % 40)}Ki"
+        spec = pod["spec"]["containers"][0]
+        usage = f"{96 + 7 * (self._evictions % 13)}Ki"
+        message = (f"The node was low on resource: ephemeral-storage. Threshold quantity: {EPHEMERAL_THRESHOLD}, "
+                   f"available: {available}. Container {spec['name']} was using {usage}, request is 0, "
+                   f"has larger consumption of ephemeral-storage. ")
+        self.events.record(node, "Warning", "EvictionThresholdMet", "Attempting to reclaim ephemeral-storage",
+                           "kubelet", name)
+        self.events.record(pod, "Warning", "Evicted", message, "kubelet", name)
+        self.events.record(pod, "Normal", "Killing", f"Stopping container {spec['name']}", "kubelet", name)
+        c = self.containers.pop(pod["metadata"]["uid"], None)
+        if c is not None:
+            self.by_name.pop((c.namespace, c.pod_name), None)
+        status = pod["status"]
+        status.update(phase="Failed", reason="Evicted", message=message)
+        for key in ("podIP", "podIPs"):
+            status.pop(key, None)
+        started = (c.started_at if c is not None else None) or now
+        status["containerStatuses"] = [{
+            "name": spec["name"], "image": spec.get("image", ""), "imageID": "", "ready": False, "started": False,
+            "restartCount": c.restarts if c is not None else 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                     "message": "The container could not be located when the pod was terminated",
+                                     "startedAt": iso(started), "finishedAt": iso(now)}},
+            "lastState": {}}]
+        set_condition(pod, "DisruptionTarget", "True", now, "TerminationByKubelet",
+                      "The node was low on resource: ephemeral-storage.")
+        for type_ in ("Ready", "ContainersReady"):
+            set_condition(pod, type_, "False", now, "PodFailed", "")
+        self.store.touch(pod)
+
+    def _usage_rank(self, pod: dict[str, Any]) -> int:
+        c = self.containers.get(pod["metadata"]["uid"])
+        return len(c.logs) + self.memory_of(c) // 2**20 if c is not None else 0
+
     # -- status ----------------------------------------------------------------------------
     @staticmethod
     def _container_id(c: Container) -> str:
@@ -345,3 +445,16 @@ class Kubelet:
         after = (status.get("phase"), status["containerStatuses"], status.get("conditions"))
         if after != before:
             self.store.touch(pod)
+
+
+def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
+    """A Secret's values as the container sees them (``data`` is base64, ``stringData`` plain)."""
+    out: dict[str, str] = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(str(value)).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+    for key, value in (secret.get("stringData") or {}).items():
+        out[key] = str(value)
+    return out

@@ -33,6 +33,15 @@ class UpstreamTimeout(ServiceError):
         super().__init__(service, 504, f"deadline exceeded after {timeout_ms:.0f}ms", origin)
 
 
+class StoreError(ServiceError):
+    """An error reply from a datastore, raised by the client library in the calling service
+    (as redis-py raises ``AuthenticationError`` on ``WRONGPASS``)."""
+
+    def __init__(self, store: str, reply: str, origin: str) -> None:
+        super().__init__(store, 500, reply, origin)
+        self.args = (f"{store}: {reply}",)
+
+
 @dataclass(frozen=True)
 class Artifact:
     """One built service: its source files, content-addressed by ``digest``."""
@@ -137,6 +146,8 @@ class Router(Protocol):
 
     def invoke(self, ctx: "Context", fn: Callable[[], Any], weight: float) -> "Outcome": ...
 
+    def external(self, ctx: "Context", name: str, op: str, payload: dict) -> dict: ...
+
 
 @dataclass
 class Outcome:
@@ -147,8 +158,8 @@ class Outcome:
 
 @dataclass
 class Context:
-    """What handler code sees: ``ctx.call``, ``ctx.store``, ``ctx.config``, ``ctx.work``,
-    ``ctx.log``, ``ctx.cache``. One context per container; per-request accounting lives in the
+    """What handler code sees: ``ctx.call``, ``ctx.store``, ``ctx.external``, ``ctx.config``,
+    ``ctx.work``, ``ctx.log``, ``ctx.cache``. One context per container; per-request accounting lives in the
     router, so nested and re-entrant calls are safe."""
 
     app: str
@@ -165,6 +176,10 @@ class Context:
 
     def store(self, name: str) -> "StoreClient":
         return StoreClient(self, name)
+
+    def external(self, name: str, op: str, payload: Optional[dict] = None) -> dict:
+        """Call a third-party API the app declares under ``externals:`` in its app.yaml."""
+        return self.router.external(self, name, op, payload or {})
 
     def config(self, key: str, default: Optional[str] = None) -> str:
         value = self.config_data.get(key, default)
@@ -184,40 +199,76 @@ class Context:
 
 
 class StoreClient:
-    """A datastore client: each operation is a call to the datastore's Service."""
+    """A datastore client: each operation is a call to the datastore's Service. When the
+    caller's configuration holds ``<STORE>_PASSWORD`` (``CART_CACHE_PASSWORD`` for
+    ``cart-cache``), every command authenticates with it."""
 
     def __init__(self, ctx: Context, name: str) -> None:
         self._ctx = ctx
         self._name = name
 
+    def _send(self, op: str, payload: dict) -> dict:
+        password = self._ctx.config_data.get(password_key(self._name))
+        if password is not None:
+            payload = {**payload, "auth": password}
+        reply = self._ctx.call(self._name, op, payload)
+        if isinstance(reply, dict) and reply.get("error"):
+            raise StoreError(self._name, str(reply["error"]), origin=f"service:{self._ctx.app}/{self._name}")
+        return reply
+
     def get(self, key: str) -> Any:
-        return self._ctx.call(self._name, "get", {"key": key}).get("value")
+        return self._send("get", {"key": key}).get("value")
 
     def put(self, key: str, value: Any) -> None:
-        self._ctx.call(self._name, "put", {"key": key, "value": value})
+        self._send("put", {"key": key, "value": value})
 
     def incr(self, key: str, by: int = 1) -> int:
-        return int(self._ctx.call(self._name, "incr", {"key": key, "by": by})["value"])
+        return int(self._send("incr", {"key": key, "by": by})["value"])
+
+
+def password_key(store: str) -> str:
+    """The configuration key a client reads a datastore's password from."""
+    return store.upper().replace("-", "_").replace(".", "_") + "_PASSWORD"
 
 
 DATASTORE_SOURCE = '''"""A key-value datastore (the twin's stand-in for redis/mongodb/memcached images)."""
 
 _DATA = {}
+_PASSWORD_KEYS = ("REDIS_PASSWORD", "MONGO_INITDB_ROOT_PASSWORD", "MEMCACHED_PASSWORD", "POSTGRES_PASSWORD",
+                  "MYSQL_ROOT_PASSWORD")
+
+
+def _denied(ctx, req):
+    """The error reply to a client that does not present the configured password, if any."""
+    required = next((ctx.config_data[k] for k in _PASSWORD_KEYS if ctx.config_data.get(k)), None)
+    if required is None:
+        return None
+    if req.get("auth") is None:
+        return {"error": "NOAUTH Authentication required."}
+    if req["auth"] != required:
+        return {"error": "WRONGPASS invalid username-password pair or user is disabled."}
+    return None
 
 
 def get(ctx, req):
     ctx.work(0.3)
-    return {"value": _DATA.get(req["key"])}
+    return _denied(ctx, req) or {"value": _DATA.get(req["key"])}
 
 
 def put(ctx, req):
     ctx.work(0.4)
+    denied = _denied(ctx, req)
+    if denied:
+        return denied
     _DATA[req["key"]] = req["value"]
     return {"ok": True}
 
 
 def incr(ctx, req):
     ctx.work(0.3)
+    denied = _denied(ctx, req)
+    if denied:
+        return denied
     _DATA[req["key"]] = int(_DATA.get(req["key"]) or 0) + int(req.get("by", 1))
     return {"value": _DATA[req["key"]]}
 

@@ -11,6 +11,8 @@ where it originated — so symptoms appear upstream of the cause, as in producti
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from ..apps import AppSpec
     from .kubelet import Container, Kubelet
 
+INGRESS = "ingress"  # the cloud load balancer: outside the cluster's DNS and node network
 INGRESS_TIMEOUT_MS = 10000.0
+DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
 MAX_TRACEBACKS_PER_TICK = 3
@@ -40,6 +44,8 @@ class Network:
     zone_latency_ms: dict[str, float] = field(default_factory=dict)
     dns_broken_zones: set[str] = field(default_factory=set)
     node_cpu_noise: dict[str, float] = field(default_factory=dict)  # millicores stolen by neighbours
+    pod_delay_ms: dict[str, float] = field(default_factory=dict)  # pod uid -> added to every request it serves
+    externals_down: set[str] = field(default_factory=set)  # third-party APIs answering 503
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions
@@ -162,7 +168,7 @@ class TrafficEngine:
                 self._weight = rps * share * dt / n
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
-                    ingress = Context(app=ns, service="ingress", pod="ingress", zone=self._rng.choice(zones),
+                    ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
                                       config_data={}, router=self, logger=lambda _line: None)
                     self._stack = [_Frame(None)]
                     try:
@@ -182,6 +188,26 @@ class TrafficEngine:
     def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict:
         timeout = float(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
         return self._call(ctx, service, endpoint, payload, timeout)
+
+    def external(self, ctx: Context, name: str, op: str, payload: dict) -> dict:
+        """A pod's call to a third-party API declared under the app's ``externals:``."""
+        caller = self._stack[-1] if self._stack else _Frame(None)
+        app = self.apps.get(ctx.app)
+        spec = app.externals.get(name) if app is not None else None
+        if spec is None:
+            caller.downstream_ms += 2.0
+            raise ServiceError(name, 503, f"dial tcp: lookup {name}: no such host",
+                               origin=self._component(ctx.app, ctx.service))
+        if ctx.zone in self.network.dns_broken_zones:
+            caller.downstream_ms += DNS_TIMEOUT_MS
+            raise ServiceError(name, 503, f"dial tcp: lookup {spec.host} on 10.96.0.10:53: read udp: i/o timeout",
+                               origin=f"zone:{ctx.zone}")
+        caller.downstream_ms += spec.latency_ms
+        if name in self.network.externals_down:
+            raise ServiceError(name, 503, f"POST https://{spec.host}/v1/{op}: 503 Service Unavailable",
+                               origin=f"external:{name}")
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        return {"id": f"{op}_{digest[:16]}", "status": "succeeded"}
 
     def invoke(self, ctx: Context, fn: Callable[[], Any], weight: float) -> Outcome:
         """Run a probe or startup hook in a container, with its downstream calls counted."""
@@ -213,15 +239,15 @@ class TrafficEngine:
     def _call(self, ctx: Context, service: str, endpoint: str, payload: dict, timeout_ms: float) -> dict:
         ns = ctx.app
         caller = self._stack[-1]
-        if ctx.zone in self.network.dns_broken_zones:
-            caller.downstream_ms += 5000.0
+        if ctx.zone in self.network.dns_broken_zones and ctx.service != INGRESS:
+            caller.downstream_ms += DNS_TIMEOUT_MS
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
                                              "read udp: i/o timeout", origin=f"zone:{ctx.zone}")
         ep = self._endpoints.get((ns, service))
         if ep is None:  # the caller names a host that does not exist: the caller is misconfigured
             caller.downstream_ms += 2.0
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local: no such host",
-                               origin=self._component(ns, service if ctx.service == "ingress" else ctx.service))
+                               origin=self._component(ns, service if ctx.service == INGRESS else ctx.service))
         if not ep.port_ok:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
@@ -237,11 +263,13 @@ class TrafficEngine:
         local = [c for c in candidates if c.zone == ctx.zone]
         target = self._rng.choice(local or candidates)
         hop = self.network.hop_ms(ctx.zone, target.zone)
+        if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
+            hop -= self.network.zone_latency_ms.get(ctx.zone, 0.0)
         if not self.network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
-        if not self.network.reachable(ctx.zone, target.zone):
+        if ctx.service != INGRESS and not self.network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
@@ -266,6 +294,7 @@ class TrafficEngine:
         finally:
             self._stack.pop()
         latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms + hop
+        latency += self.network.pod_delay_ms.get(target.pod_uid, 0.0)
         self._pod_work[target.pod_uid] += frame.work_ms * self._weight
         self._record(ns, service, latency, failed=error is not None, origin=error.origin if error else None)
         if latency > timeout_ms:

@@ -467,6 +467,11 @@ def test_pod_logs_and_their_parameters(twin, client):
     with expect_error(400, "BadRequest") as e:
         v1.read_namespaced_pod_log(POD_A, NS, container="nope")
     assert e.status["message"] == f"container nope is not valid for pod {POD_A}"
+    v1.create_namespaced_pod(NS, {"metadata": {"name": "fresh"}, "spec": {"containers": [{"name": "c",
+                                                                                          "image": "x:1"}]}})
+    with expect_error(400, "BadRequest") as e:
+        v1.read_namespaced_pod_log("fresh", NS)
+    assert e.status["message"] == 'container "c" in pod "fresh" is waiting to start: ContainerCreating'
 
 
 def test_metrics_api(client):

@@ -38,7 +38,11 @@ class FakeCtx:
         self.logs.append(message)
 
     def cache(self):
-        return {}
+        return self.__dict__.setdefault("cache_dict", {})
+
+    def external(self, name, op, payload=None):
+        answer = self.answers[(name, op)]
+        return answer(payload or {}) if callable(answer) else answer
 
 
 def test_currency_round_trip(services):
@@ -101,3 +105,29 @@ def test_checkout_charges_the_total(services):
     })
     order = services["checkout"].place_order(ctx, {"user": "u1"})
     assert charged["amount"] == 25.49 and order["order_id"] == "tx-1-T"
+
+
+def _provider_down(_):
+    raise RuntimeError("payment-provider: HTTP 503: 503 Service Unavailable")
+
+
+def test_payment_charges_through_the_provider(services):
+    sent = {}
+    ctx = FakeCtx({("payment-provider", "charges"): lambda p: sent.update(p) or {"id": "ch_1"}})
+    result = services["payment"].charge(ctx, {"card": "4432801561520454", "amount": 12.5})
+    assert result["status"] == "charged" and sent["amount"] == 1250
+
+
+def test_payment_fails_when_the_provider_is_down(services):
+    ctx = FakeCtx({("payment-provider", "charges"): _provider_down}, config={"PAYMENT_FALLBACK": "none"})
+    try:
+        services["payment"].charge(ctx, {"card": "4432801561520454", "amount": 3})
+    except RuntimeError:
+        return
+    raise AssertionError("a charge succeeded while the provider was down and no fallback was set")
+
+
+def test_payment_queues_charges_with_the_fallback(services):
+    ctx = FakeCtx({("payment-provider", "charges"): _provider_down}, config={"PAYMENT_FALLBACK": "queue"})
+    result = services["payment"].charge(ctx, {"card": "4432801561520454", "amount": 3})
+    assert result["status"] == "queued" and result["transaction_id"].startswith("tx-")
