@@ -930,8 +930,17 @@ class ApiServer:
                 md[f] = cur_md[f]
         if md.get("labels") is None:
             md.pop("labels", None)
+        untouched_spec = "spec" in current and new.get("spec") == current["spec"]
+        untouched_template = rt.kind in ("Deployment", "ReplicaSet") and \
+            (new.get("spec") or {}).get("template") == (current.get("spec") or {}).get("template")
         defaults.apply_defaults(new)
-        defaults.validate(new, current)
+        # Objects made by the simulation need not carry every default; never introduce defaults
+        # into what the client left alone (a changed pod template would start a rollout).
+        if untouched_spec:
+            new["spec"] = copy.deepcopy(current["spec"])
+        elif untouched_template and isinstance(new.get("spec"), dict) and "template" in current.get("spec", {}):
+            new["spec"]["template"] = copy.deepcopy(current["spec"]["template"])
+        defaults.validate(new, defaults.apply_defaults(copy.deepcopy(current)))
         if rt.kind == "Service":
             spec = new.setdefault("spec", {})
             cur_spec = current.get("spec") or {}

@@ -244,7 +244,17 @@ class Kubelet:
             module = load_module(artifact, c.pod_name)
             startup = getattr(module, "startup", None)
             if callable(startup):
-                self.router.invoke(ctx, lambda: startup(ctx), weight=0.0)
+                failed: list[BaseException] = []
+
+                def run_startup() -> None:
+                    try:
+                        startup(ctx)
+                    except Exception as exc:  # noqa: BLE001 - re-raised below: the process exits
+                        failed.append(exc)
+
+                self.router.invoke(ctx, run_startup, weight=0.0)
+                if failed:
+                    raise failed[0]
         except ContainerCrash as crash:
             self._crash(pod, c, now, str(crash), "Error", 1)
             return

@@ -1,0 +1,79 @@
+"""Speed and memory of a marathon on the embedded twin (issue: ≤ 30 s wall and ≤ 1 GB RSS for
+the default 3-app, 12-virtual-hour marathon with RollbackAgent on a 2-core machine).
+
+    python benchmarks/bench_marathon.py                 # the default marathon
+    python benchmarks/bench_marathon.py --scaling       # also: wall time vs services and vs run length
+
+Each measurement runs `sremarathon run --json` in a fresh process and reads its peak RSS from
+the kernel (getrusage of the child), so nothing of an earlier run is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = "pytest_sremarathon.baselines:RollbackAgent"
+
+
+def measure(scenario: Path, out: Path) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest_sremarathon.cli", "run", "--json", "--agent", AGENT,
+                           "--scenario", str(scenario), "--out", str(out)], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr)
+    result = json.loads(proc.stdout)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"wall_process_s": round(wall, 2), "wall_marathon_s": result["wall_seconds"],
+            "virtual_h": result["virtual_seconds"] / 3600, "speedup": round(result["virtual_seconds"] / wall),
+            "peak_rss_mb": round(max(peak_kib, before) / 1024), "faults": len(result["faults"]),
+            "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2)}
+
+
+def variant(base: dict, tmp: Path, name: str, **changes: object) -> Path:
+    data = dict(base, **changes)
+    data["apps_dir"] = str(REPO / "scenarios" / "apps")
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scaling", action="store_true", help="also measure scaling with services and run length")
+    args = parser.parse_args()
+    base = yaml.safe_load((REPO / "scenarios" / "marathon.yaml").read_text())
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        rows = [("default", measure(REPO / "scenarios" / "marathon.yaml", tmp / "runs"))]
+        if args.scaling:
+            apps = base["apps"]
+            for n in range(1, len(apps) + 1):
+                faults = max(1, round(base["schedule"]["faults"] * n / len(apps)))
+                scenario = variant(base, tmp, f"apps{n}", apps=apps[:n],
+                                   schedule=dict(base["schedule"], faults=faults))
+                rows.append((f"{n} app(s), 12 h", measure(scenario, tmp / "runs")))
+            for hours in (3, 6, 12):
+                faults = max(1, round(base["schedule"]["faults"] * hours / 12))
+                scenario = variant(base, tmp, f"h{hours}", duration=f"{hours}h", segment=f"{min(hours, 2)}h",
+                                   schedule=dict(base["schedule"], faults=faults))
+                rows.append((f"{len(base['apps'])} apps, {hours} h", measure(scenario, tmp / "runs")))
+    keys = list(rows[0][1])
+    print(f"{'run':<18}" + "".join(f"{k:>17}" for k in keys))
+    for name, row in rows:
+        print(f"{name:<18}" + "".join(f"{row[k]!s:>17}" for k in keys))
+
+
+if __name__ == "__main__":
+    main()
