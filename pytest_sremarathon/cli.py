@@ -148,6 +148,70 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+class _PrintingAdmission:
+    """`twin up`: the scenario's policy, with every mutating request printed as it happens."""
+
+    def __init__(self, rules: tuple[str, ...]) -> None:
+        from .policy import Policy
+
+        self.policy = Policy(rules)
+
+    def decide(self, req: Any) -> Any:
+        return self.policy.decide(req)
+
+    def record(self, req: Any, decision: Any, status: int) -> None:
+        verdict = "allowed" if decision.allowed else f"DENIED by {decision.rule}"
+        print(f"  {req.verb} {req.target}: {status} ({verdict})", file=sys.stderr, flush=True)
+
+
+def cmd_twin_up(args: argparse.Namespace) -> int:
+    import random
+    import secrets
+    import shutil
+    import signal
+    import tempfile
+    import time
+
+    from .clock import EPOCH, VirtualClock
+    from .twin.backend import TwinBackend
+
+    try:
+        scenario = load_scenario(args.scenario)
+    except SremarathonError as exc:
+        return _fail(str(exc))
+    def stop(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # `timeout`, systemd and CI runners stop with SIGTERM
+    clock = VirtualClock(EPOCH)
+    private = Path(tempfile.mkdtemp(prefix="sremarathon-twin-"))
+    token = secrets.token_urlsafe(24)
+    backend = TwinBackend(scenario, clock, emit=lambda _type, _data: None,
+                          admission=_PrintingAdmission(tuple(scenario.spec.policy.rules)),
+                          private_dir=private, tokens={token: "agent"})
+    kubeconfig = backend.server.write_kubeconfig(args.kubeconfig.resolve(), token)
+    tick = scenario.spec.tick
+    try:
+        for _ in range(int(120 / tick)):  # two virtual minutes: pods scheduled, started, ready
+            clock.advance(tick)
+            backend.tick(tick, random.Random(f"twin-up:{clock.now.isoformat()}"))
+        print(f"twin up: {', '.join(a.namespace for a in scenario.apps)} on {backend.server.url}", flush=True)
+        print(f"kubeconfig: {kubeconfig}", flush=True)
+        print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -A", flush=True)
+        print(f"virtual time runs {args.speed:g} tick(s) of {tick:g}s per wall second; Ctrl-C stops", flush=True)
+        while True:
+            time.sleep(1.0)
+            for _ in range(max(0, int(args.speed))):
+                clock.advance(tick)
+                backend.tick(tick, random.Random(f"twin-up:{clock.now.isoformat()}"))
+    except KeyboardInterrupt:
+        print("twin up: stopped", file=sys.stderr)
+    finally:
+        backend.close()
+        shutil.rmtree(private, ignore_errors=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sremarathon",
                                      description="Benchmark SRE agents on multi-fault marathons.")
@@ -164,6 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", type=Path, help="where to write the timeline (default: schedule-<name>-seed<N>.svg)")
     p.add_argument("--json", action="store_true", help="print the schedule and statistics as JSON")
     p.set_defaults(func=cmd_schedule)
+    twin = sub.add_parser("twin", help="the embedded twin on its own").add_subparsers(dest="twin_command",
+                                                                                   required=True, metavar="COMMAND")
+    p = twin.add_parser("up", help="start a twin with the scenario's apps and keep it running",
+                        description="Start the embedded twin with the scenario's applications (no faults) and "
+                                    "serve it until interrupted, to explore with kubectl.")
+    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    p.add_argument("--kubeconfig", type=Path, default=Path("sremarathon-twin.kubeconfig"),
+                   help="where to write the kubeconfig (default: %(default)s)")
+    p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
+    p.set_defaults(func=cmd_twin_up)
     cli_bundle.add_parsers(sub)
     return parser
 

@@ -24,7 +24,6 @@ from typing import Any, Callable, Optional
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .agent.endpoints import PREFIX, make_handler
 from .agent.host import AgentHost, AgentSpec, StepOutcome
 from .agent.protocol import Alert, EnvironmentWire, ObservationWire
 from .alerts.engine import AlertEngine
@@ -36,15 +35,12 @@ from .clock import EPOCH, VirtualClock, iso
 from .events import Action, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthFault, TruthFaultEnd, TruthMitigation
 from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
-from .pipeline.service import Pipelines
 from .policy import Decision, MutationRequest, Policy
 from .scenario import Scenario
 from .schedule import Schedule, generate
 from .scoring import MarathonScore, score_bundle, score_events
 from .twin.apiserver import ApiServer
-from .twin.cluster import Topology, TwinCluster
-from .twin.runtime import ArtifactStore
-from .twin.store import Store
+from .twin.backend import TwinBackend
 
 SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)  # symptoms outlive a fault's cleanup by a little
@@ -201,29 +197,19 @@ class Marathon:
             ground_truth_commitment=commitment(self._salt, self._committed_schedule)))
         self.writer.add_file("scenario.yaml", self.scenario.text)
 
-        self.store = Store(self.clock)
-        topo = spec.topology
-        self.cluster = TwinCluster(self.store, list(self.apps.values()), ArtifactStore(),
-                                   Topology(tuple(topo.zones), topo.nodes_per_zone, topo.node_cpu, topo.node_memory))
-        self.cluster.bootstrap()
         # Private state the agent must never see: the repos (with their future) and the change catalogue.
         self.private_dir = Path(tempfile.mkdtemp(prefix="sremarathon-private-"))
-        self.pipelines = Pipelines(list(self.apps.values()), self.cluster, self.private_dir / "repos",
-                                   self.clock, self.emit)
-        for app in self.apps:
-            self.pipelines.deploy(app, "HEAD", "orchestrator")
+        self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
+        agent_token = secrets.token_urlsafe(24)
+        self.backend = TwinBackend(self.scenario, self.clock, emit=self.emit, admission=self.admission,
+                                   private_dir=self.private_dir, tokens={agent_token: "agent"})
+        self.store, self.cluster, self.pipelines = self.backend.store, self.backend.cluster, self.backend.pipelines
+        self.server = self.backend.server
 
         rng = random.Random(f"noise:{seed}")
         targets = {"service": [f"{ns}/{s}" for ns, a in sorted(self.apps.items()) for s in a.services],
                    "node": [n for n, _ in self.cluster.topology.node_names()]}
         self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(spec.alerts.noise, rng, targets))
-
-        self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
-        agent_token = secrets.token_urlsafe(24)
-        self.server = ApiServer(self.store, tokens={agent_token: "agent"}, admission=self.admission,
-                                telemetry=self.cluster,
-                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, self.admission)})
-        self.server.start()
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
@@ -295,7 +281,7 @@ class Marathon:
         if self.host is not None:
             self.host.close()
         if self.server is not None:
-            self.server.stop()
+            self.backend.close()
 
     # -- live results (for pytest segment items) --------------------------------------------
     def score_now(self) -> MarathonScore:
@@ -310,7 +296,7 @@ class Marathon:
         now = self.clock.advance(dt)
         self._ticks += 1
         self._orchestrate(now)
-        self.cluster.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
+        self.backend.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
         for tr in self.alerts.evaluate(now, dt, self.cluster, self.apps):
             self._alerts_seen[tr.alert.id] = tr.alert
             self._changed_since_step[tr.alert.id] = tr.alert

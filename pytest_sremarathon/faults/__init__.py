@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
-from .infrastructure import NodeFailure
+from .dependency import CredentialRotated, DnsZone, ExternalOutage, SlowDatastore
+from .infrastructure import (CpuNoisyNeighbour, DiskPressure, NetworkLatency, NodeFailure, TrafficSurge, ZoneOutage,
+                             ZonePartition)
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
-                                              NodeFailure)
+                                              NodeFailure,
+                                              SlowDatastore, ExternalOutage, DnsZone, CredentialRotated,
+                                              ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
+                                              TrafficSurge)
 
 
 def builtin_registry() -> dict[str, FaultKind]:

@@ -940,7 +940,7 @@ class ApiServer:
             new["spec"] = copy.deepcopy(current["spec"])
         elif untouched_template and isinstance(new.get("spec"), dict) and "template" in current.get("spec", {}):
             new["spec"]["template"] = copy.deepcopy(current["spec"]["template"])
-        defaults.validate(new, defaults.apply_defaults(copy.deepcopy(current)))
+        defaults.validate(new, current)
         if rt.kind == "Service":
             spec = new.setdefault("spec", {})
             cur_spec = current.get("spec") or {}

@@ -12,6 +12,7 @@ are usable by controllers as well as by the API server.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Optional
 
@@ -375,7 +376,10 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
     if kind == "Pod":
         _validate_pod_spec(errs, obj.get("spec"), "spec")
         if old is not None and isinstance(obj.get("spec"), dict) and isinstance(old.get("spec"), dict):
-            if _pod_spec_comparable(obj["spec"]) != _pod_spec_comparable(old["spec"]):
+            # compare defaulted copies: objects made by controllers need not carry every default
+            new_spec = apply_defaults(copy.deepcopy({"kind": "Pod", "spec": obj["spec"]}))["spec"]
+            old_spec = apply_defaults(copy.deepcopy({"kind": "Pod", "spec": old["spec"]}))["spec"]
+            if _pod_spec_comparable(new_spec) != _pod_spec_comparable(old_spec):
                 errs.forbidden("spec", f"pod updates may not change fields other than {_POD_MUTABLE}")
     elif kind in ("Deployment", "ReplicaSet"):
         _validate_workload(errs, obj, old)

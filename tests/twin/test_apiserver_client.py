@@ -273,6 +273,28 @@ def test_pod_spec_is_mostly_immutable(client):
     assert "pod updates may not change fields other than" in e.status["message"]
 
 
+def test_writes_do_not_add_defaults_to_untouched_parts_of_simulation_objects(twin, client):
+    # the simulation creates objects straight in the store, without the API's defaults
+    with twin.store.lock:
+        dep = twin.store.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                                 "metadata": {"name": "bare", "namespace": NS},
+                                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "bare"}},
+                                          "template": {"metadata": {"labels": {"app": "bare"}},
+                                                       "spec": {"containers": [{"name": "c", "image": "x:1"}]}}}})
+        template = json.loads(json.dumps(dep["spec"]["template"]))
+        twin.store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare-1", "namespace": NS},
+                           "spec": {"containers": [{"name": "c", "image": "x:1"}], "nodeName": "node-a1"}})
+    apps, v1 = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
+    apps.patch_namespaced_deployment("bare", NS, {"metadata": {"annotations": {"a": "b"}}})
+    apps.patch_namespaced_deployment("bare", NS, {"spec": {"paused": True}})
+    assert twin.store.get("Deployment", NS, "bare")["spec"]["template"] == template  # no spurious rollout
+    v1.patch_namespaced_pod("bare-1", NS, {"metadata": {"labels": {"l": "v"}}})
+    v1.patch_namespaced_pod("bare-1", NS, {"spec": {"containers": [{"name": "c", "image": "x:2"}]}})
+    assert twin.store.get("Pod", NS, "bare-1")["spec"]["containers"][0]["image"] == "x:2"
+    with expect_error(422, "Invalid"):
+        v1.patch_namespaced_pod("bare-1", NS, {"spec": {"containers": [{"name": "c", "args": ["-v"]}]}})
+
+
 def test_strategic_merge_patch_semantics(client):
     apps = k8s.AppsV1Api(client)
     apps.create_namespaced_deployment(NS, _deployment("smp"))

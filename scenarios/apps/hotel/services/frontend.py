@@ -3,10 +3,6 @@
 from lib import checkout_date
 
 
-def _addr(ctx, key, default):
-    return ctx.config(key, default)
-
-
 def _features(profiles):
     """Hotels as GeoJSON features, the way the map on the search page draws them."""
     return [{"type": "Feature", "id": p["id"],
@@ -18,7 +14,7 @@ def _features(profiles):
 def _profiles(ctx, hotel_ids, locale):
     if not hotel_ids:
         return []
-    answer = ctx.call(_addr(ctx, "PROFILE_ADDR", "profile"), "get_profiles",
+    answer = ctx.call(ctx.config("PROFILE_ADDR", "profile"), "get_profiles",
                       {"hotel_ids": hotel_ids, "locale": locale})
     return answer["hotels"]
 
@@ -27,9 +23,9 @@ def search_hotels(ctx, req):
     ctx.work(1.5)
     in_date = req["in_date"]
     out_date = checkout_date(in_date, req.get("nights", 1))
-    found = ctx.call(_addr(ctx, "SEARCH_ADDR", "search"), "nearby",
+    found = ctx.call(ctx.config("SEARCH_ADDR", "search"), "nearby",
                      {"lat": float(req["lat"]), "lon": float(req["lon"]), "in_date": in_date, "out_date": out_date})
-    available = ctx.call(_addr(ctx, "RESERVATION_ADDR", "reservation"), "check_availability",
+    available = ctx.call(ctx.config("RESERVATION_ADDR", "reservation"), "check_availability",
                          {"hotel_ids": found["hotel_ids"], "in_date": in_date, "out_date": out_date,
                           "rooms": int(req.get("rooms", 1))})
     profiles = _profiles(ctx, available["hotel_ids"], req.get("locale", "en-US"))
@@ -41,14 +37,14 @@ def recommend(ctx, req):
     require = req.get("require", "dis")
     if require not in ("dis", "rate", "price"):
         return {"error": "Please specify require params", "features": []}
-    picks = ctx.call(_addr(ctx, "RECOMMENDATION_ADDR", "recommendation"), "get_recommendations",
+    picks = ctx.call(ctx.config("RECOMMENDATION_ADDR", "recommendation"), "get_recommendations",
                      {"require": require, "lat": float(req["lat"]), "lon": float(req["lon"])})
     profiles = _profiles(ctx, picks["hotel_ids"], req.get("locale", "en-US"))
     return {"type": "FeatureCollection", "features": _features(profiles)}
 
 
 def _login_ok(ctx, username, password):
-    answer = ctx.call(_addr(ctx, "USER_ADDR", "user"), "check_user", {"username": username, "password": password})
+    answer = ctx.call(ctx.config("USER_ADDR", "user"), "check_user", {"username": username, "password": password})
     return bool(answer["correct"])
 
 
@@ -66,7 +62,7 @@ def reserve(ctx, req):
     in_date = req["in_date"]
     booking = {"customer_name": req["username"], "hotel_id": str(req["hotel_id"]), "in_date": in_date,
                "out_date": checkout_date(in_date, req.get("nights", 1)), "rooms": int(req.get("rooms", 1))}
-    result = ctx.call(_addr(ctx, "RESERVATION_ADDR", "reservation"), "make_reservation", booking)
+    result = ctx.call(ctx.config("RESERVATION_ADDR", "reservation"), "make_reservation", booking)
     if not result["reserved"]:
         return {"message": "Failed. Already reserved."}
     return {"message": "Reserve successfully!"}

@@ -5,8 +5,7 @@ import json
 import math
 from datetime import date, timedelta
 
-EARTH_RADIUS_KM = 6371.0088
-MAX_NIGHTS = 14
+EARTH_RADIUS_KM = 6371.0088  # IUGG mean radius
 
 # The six hand-written hotels of the original data set; the rest are generated around them.
 LANDMARK_HOTELS = (
@@ -72,6 +71,9 @@ def haversine_km(lat1, lon1, lat2, lon2):
 
 def checkout_date(in_date, nights):
     return (date.fromisoformat(in_date) + timedelta(days=int(nights))).isoformat()
+
+
+MAX_NIGHTS = 14
 
 
 def stay_nights(in_date, out_date):

@@ -3,7 +3,7 @@
 
 import json
 
-from lib import hotel, stay_nights
+from lib import acquire_connection, hotel, stay_nights
 
 
 def _cache(ctx):
@@ -56,6 +56,7 @@ def make_reservation(ctx, req):
     nights = stay_nights(req["in_date"], req["out_date"])
     if not _has_rooms(ctx, hotel_id, nights, rooms):
         return {"reserved": False, "hotel_id": hotel_id}
+    acquire_connection(ctx)
     for night in nights:
         key = f"booked:{hotel_id}:{night}"
         count = _db(ctx).incr(key, rooms)

@@ -86,11 +86,13 @@ def test_search_ranks_hotels_by_cheapest_plan(services):
     assert found["hotel_ids"] == ["3", "1", "2"]
 
 
-def test_rate_is_empty_for_hotels_without_published_rates(services):
-    ctx = FakeCtx()
-    plans = services["rate"].get_rates(ctx, {"hotel_ids": ["7", "14"], "in_date": "2026-04-09",
-                                             "out_date": "2026-04-11"})
-    assert plans["rate_plans"] == []
+def test_rate_quotes_the_whole_stay_with_tax(services):
+    rate = services["rate"]
+    template = rate._published_plans("1")[0]
+    quote = rate._quote(template, "1", "2026-04-09", "2026-04-11", ["2026-04-09", "2026-04-10"], "USD")
+    assert quote["room_type"]["total_rate"] == round(2 * template["nightly"], 2)
+    assert quote["room_type"]["total_rate_inclusive"] > quote["room_type"]["total_rate"]
+    assert rate._published_plans("7") == []  # hotel 7 publishes no rates
 
 
 def test_profile_is_served_through_memcached(services):

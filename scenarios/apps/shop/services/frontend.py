@@ -1,19 +1,31 @@
 """Storefront: renders pages from the catalog, prices, cart, recommendations and ads."""
 
-from lib import optional_call
+from lib import ConnectionPool, optional_call
+
+_POOLS = {}
 
 
 def _catalog_addr(ctx):
     return ctx.config("PRODUCT_CATALOG_ADDR", "productcatalog")
 
 
+def _currency_pool(ctx):
+    size = int(ctx.config("CURRENCY_POOL_SIZE", "8"))
+    if "currency" not in _POOLS or _POOLS["currency"].size != size:
+        _POOLS["currency"] = ConnectionPool("currency", size)
+    return _POOLS["currency"]
+
+
 def _prices(ctx, products, currency):
-    out = []
-    for p in products:
-        converted = ctx.call(ctx.config("CURRENCY_ADDR", "currency"), "convert",
-                             {"from": "USD", "to": currency, "amount": p["price_usd"]})
-        out.append(converted["amount"])
-    return out
+    """Convert the prices concurrently: one pooled currency connection per product."""
+    pool = _currency_pool(ctx)
+    pool.acquire(len(products))
+    try:
+        return [ctx.call(ctx.config("CURRENCY_ADDR", "currency"), "convert",
+                         {"from": "USD", "to": currency, "amount": p["price_usd"]})["amount"]
+                for p in products]
+    finally:
+        pool.release(len(products))
 
 
 def home(ctx, req):

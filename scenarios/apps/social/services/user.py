@@ -21,7 +21,7 @@ def _key(username):
 
 def _hash(ctx, password, salt):
     ctx.work(HASH_ITERATIONS * 0.002)  # PBKDF2 rounds dominate sign-up and login
-    return hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), 1).hex()
+    return hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), HASH_ITERATIONS).hex()
 
 
 def _token(secret, user_id, ttl):
