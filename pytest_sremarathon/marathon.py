@@ -55,6 +55,17 @@ class MarathonOptions:
     signing_key: Optional[Ed25519PrivateKey] = None
     progress: Optional[Callable[["Progress"], None]] = None
     isolation: str = "auto"
+    backend: str = "twin"  # a name from backend_factories(hook)
+
+
+def backend_factories(hook: Any = None) -> dict[str, Callable[..., Any]]:
+    """Cluster backends by name: the embedded twin plus those from ``sremarathon_backends``
+    hooks. A factory is called like :class:`TwinBackend` and returns an object with the same
+    ``store``/``cluster``/``pipelines``/``server`` attributes and ``tick``/``close`` methods."""
+    factories: dict[str, Callable[..., Any]] = {TwinBackend.name: TwinBackend}
+    for extra in (hook.sremarathon_backends() if hook else []):
+        factories.update(extra or {})
+    return factories
 
 
 @dataclass(frozen=True)
@@ -191,7 +202,7 @@ class Marathon:
         self._salt = hashlib.sha256(f"sremarathon-salt:{seed}:{self.scenario.digest}".encode()).hexdigest()
         self.emit("run.start", RunStart(
             scenario=spec.name, scenario_digest=self.scenario.digest, seed=seed, agent=self.options.agent.label,
-            backend="twin", apps=sorted(self.apps), start=iso(self.start_time), end=iso(self.end_time),
+            backend=self.options.backend, apps=sorted(self.apps), start=iso(self.start_time), end=iso(self.end_time),
             tick_seconds=spec.tick, cadence_seconds=spec.cadence,
             segments=[Segment(name=s.name, start=iso(s.start), end=iso(s.end)) for s in self.segments],
             ground_truth_commitment=commitment(self._salt, self._committed_schedule)))
@@ -201,8 +212,9 @@ class Marathon:
         self.private_dir = Path(tempfile.mkdtemp(prefix="sremarathon-private-"))
         self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
         agent_token = secrets.token_urlsafe(24)
-        self.backend = TwinBackend(self.scenario, self.clock, emit=self.emit, admission=self.admission,
-                                   private_dir=self.private_dir, tokens={agent_token: "agent"})
+        factory = backend_factories(self.hook)[self.options.backend]
+        self.backend = factory(self.scenario, self.clock, emit=self.emit, admission=self.admission,
+                               private_dir=self.private_dir, tokens={agent_token: "agent"})
         self.store, self.cluster, self.pipelines = self.backend.store, self.backend.cluster, self.backend.pipelines
         self.server = self.backend.server
 
@@ -214,8 +226,10 @@ class Marathon:
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
                               cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
+        # Every app's change catalogue beside the scenario's: it tells faulty changes from benign.
+        catalogues = {a.root.resolve().parent for a in self.apps.values()}
         hide = [Path(self.options.out_dir).resolve(), self.private_dir] + \
-            [a.root.resolve() / "changes" for a in self.apps.values()]
+            sorted(d for root in catalogues for d in root.glob("*/changes") if d.is_dir())
         budget = self.options.step_budget or spec.agent.step_budget
         self.host = AgentHost(self.options.agent, env, step_budget=budget,
                               stderr_path=self.run_dir / "agent" / "stderr.log", hide=hide,
@@ -357,7 +371,8 @@ class Marathon:
             mitigated = self.registry[f.kind].mitigated(self, f)
             if mitigated != f.mitigated:
                 f.mitigated = mitigated
-                scopes = [f"ns:{f.app}"] + [f"node:{n}" for n in f.nodes]
+                scopes = [f"ns:{f.app}"] + [f"ns:{ns}" for ns in sorted({ns for ns, _ in f.impact})] + \
+                    [f"node:{n}" for n in f.nodes]
                 by = "agent" if any(self.touches.since(s, f.start) for s in scopes) else "orchestrator"
                 self.emit("truth.mitigation", TruthMitigation(fault=f.id, mitigated=mitigated,
                                                               by=by if mitigated else None))

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from ..apps import AppSpec
+from .defaults import apply_defaults
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .kubelet import Kubelet
 from .metrics import MetricStore
@@ -112,10 +113,11 @@ class TwinCluster:
         """Create or update an object from a manifest, keeping what the cluster owns (status,
         uid, and a scaled replica count when the manifest leaves it out)."""
         with self.store.lock:
+            obj = apply_defaults(copy.deepcopy(obj))  # what the API server would have stored
             md = obj["metadata"]
             current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
             if current is None:
-                return self.store.create(copy.deepcopy(obj))
+                return self.store.create(obj)
             new = copy.deepcopy(current)
             for key in ("spec", "data"):
                 if key in obj:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .objects import (EventRecorder, condition, controller_of, is_owned_by, owner_ref, pod_is_active,
                       pod_is_ready, selector_matches, set_condition, template_hash)
+from .defaults import default_pod_spec, qos_class
 from .store import Store, iso
 
 REVISION = "deployment.kubernetes.io/revision"
@@ -264,12 +265,9 @@ class Controllers:
                             "annotations": dict(template.get("metadata", {}).get("annotations") or {}),
                             "ownerReferences": [owner_ref(rs)]},
                "spec": copy.deepcopy(template["spec"]),
-               "status": {"phase": "Pending", "qosClass": _qos(template["spec"])}}
+               "status": {"phase": "Pending", "qosClass": qos_class(template["spec"])}}
         spec = pod["spec"]
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("schedulerName", "default-scheduler")
+        default_pod_spec(spec)
         spec.setdefault("tolerations", [
             {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS},
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
@@ -298,16 +296,6 @@ def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, An
         if ref:
             out.setdefault(ref["uid"], []).append(obj)
     return out
-
-
-def _qos(spec: dict[str, Any]) -> str:
-    containers = spec.get("containers") or []
-    if not any((c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits") for c in containers):
-        return "BestEffort"
-    guaranteed = all((c.get("resources") or {}).get("limits") and
-                     (c.get("resources") or {}).get("requests", (c.get("resources") or {}).get("limits")) ==
-                     (c.get("resources") or {}).get("limits") for c in containers)
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 class EndpointsController:

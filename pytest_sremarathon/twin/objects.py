@@ -12,9 +12,19 @@ from .store import Store, iso
 _HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
+def _pruned(value: Any) -> Any:
+    """Drop nulls and empty maps/lists: two spellings of one template hash alike."""
+    if isinstance(value, dict):
+        out = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
 def template_hash(template: dict[str, Any]) -> str:
     """A pod-template-hash in the style of the real controller (10 safe characters)."""
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True, separators=(",", ":")).encode()).digest()
+    digest = hashlib.sha256(json.dumps(_pruned(template), sort_keys=True, separators=(",", ":")).encode()).digest()
     n = int.from_bytes(digest[:8], "big")
     out = ""
     for _ in range(10):
