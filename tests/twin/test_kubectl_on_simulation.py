@@ -1,0 +1,136 @@
+"""kubectl and the Python client against the whole twin: the shop deployed through its pipeline,
+controllers and kubelets running in virtual time, every mutation through the policy point."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Kubectl, kubectl_binary
+
+from pytest_sremarathon.clock import VirtualClock
+from pytest_sremarathon.policy import Decision, MutationRequest, Policy
+from pytest_sremarathon.scenario import load_scenario
+from pytest_sremarathon.twin.backend import TwinBackend
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "sim-agent-token"
+
+
+class Recorder:
+    """The marathon's policy point, keeping what it decided."""
+
+    def __init__(self) -> None:
+        self.policy = Policy()
+        self.records: list[tuple[MutationRequest, Decision, int]] = []
+
+    def decide(self, req: MutationRequest) -> Decision:
+        return self.policy.decide(req)
+
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
+        self.records.append((req, decision, status))
+
+
+class Sim:
+    def __init__(self, tmp: Path) -> None:
+        self.clock = VirtualClock()
+        self.admission = Recorder()
+        scenario = load_scenario(REPO / "scenarios" / "marathon.yaml")
+        self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
+                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"})
+        self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", TOKEN)
+        self.run(180)
+
+    def run(self, seconds: float) -> None:
+        for _ in range(int(seconds / 30)):
+            self.clock.advance(30)
+            self.backend.tick(30, random.Random(self.clock.now.isoformat()))
+
+    def pods(self, app: str) -> list[dict[str, Any]]:
+        return [p for p in self.backend.store.list("Pod", "shop") if p["metadata"]["labels"].get("app") == app]
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Any:
+    s = Sim(tmp_path)
+    yield s
+    s.backend.close()
+
+
+@pytest.fixture
+def kc(sim: Sim, tmp_path: Path) -> Kubectl:
+    binary = kubectl_binary()
+    if binary is None:
+        pytest.skip("kubectl is not installed")
+    return Kubectl(binary, sim.kubeconfig, tmp_path / "cache")
+
+
+def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: Sim, kc: Kubectl) -> None:
+    before = {p["spec"]["containers"][0]["image"] for p in sim.pods("ad")}
+    kc("set", "image", "deployment/ad", "ad=registry.sremarathon.local/shop/ad:does-not-exist", "-n", "shop")
+    sim.run(120)
+    assert any(p["status"]["containerStatuses"][0]["state"].get("waiting", {}).get("reason") in
+               ("ErrImagePull", "ImagePullBackOff") for p in sim.pods("ad"))
+    assert "1" in kc("rollout", "history", "deployment/ad", "-n", "shop")
+    kc("rollout", "undo", "deployment/ad", "-n", "shop")
+    sim.run(180)
+    assert {p["spec"]["containers"][0]["image"] for p in sim.pods("ad")} == before
+    assert "successfully rolled out" in kc("rollout", "status", "deployment/ad", "-n", "shop", "--timeout=5s")
+
+
+def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl, tmp_path: Path) -> None:
+    kc("set", "env", "deployment/recommendation", "MAX_RECOMMENDATIONS=2", "-n", "shop")
+    sim.run(180)
+    kubelet = sim.backend.cluster.kubelet
+    running = [kubelet.by_name[("shop", p["metadata"]["name"])] for p in sim.pods("recommendation")]
+    assert running and all(c.ctx and c.ctx.config_data["MAX_RECOMMENDATIONS"] == "2" for c in running)
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nsed -i 's/^  replicas: 2$/  replicas: 3/' \"$1\"\n")
+    editor.chmod(0o755)
+    proc = subprocess.run([kc.binary, "--kubeconfig", str(kc.kubeconfig), "--cache-dir", str(kc.cache_dir),
+                           "edit", "deployment/email", "-n", "shop"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "KUBE_EDITOR": str(editor), "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    sim.run(120)
+    assert len([p for p in sim.pods("email") if p["status"].get("phase") == "Running"]) == 3
+
+
+def test_logs_by_deployment_show_a_real_traceback(sim: Sim, kc: Kubectl) -> None:
+    # a bad deploy: the shop's curated change that breaks JPY conversions (its unit tests pass)
+    scenario = load_scenario(REPO / "scenarios" / "marathon.yaml")
+    change = next(c for c in scenario.catalogues["shop"] if c.id == "currency-minor-units")
+    sim.backend.pipelines.commit_edits("shop", [(e.file, e.find, e.replace) for e in change.edits], change.message,
+                                       change.author)
+    sim.backend.pipelines.deploy("shop", "HEAD", "orchestrator")
+    sim.run(240)
+    out = kc("logs", "deploy/currency", "-n", "shop", "--tail", "200")
+    assert "Traceback (most recent call last):" in out and 'File "/app/services/currency.py"' in out
+    assert "KeyError: 'JPY'" in out
+
+
+def test_the_dynamic_client_discovers_and_lists_the_twin(sim: Sim) -> None:
+    from kubernetes import config, dynamic
+
+    client = dynamic.DynamicClient(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    deployments = client.resources.get(api_version="apps/v1", kind="Deployment")
+    names = {d.metadata.name for d in deployments.get(namespace="shop").items}
+    assert {"frontend", "cart", "checkout"} <= names
+    nodes = client.resources.get(api_version="v1", kind="Node").get()
+    assert {n.metadata.labels["topology.kubernetes.io/zone"] for n in nodes.items} == {"zone-a", "zone-b"}
+
+
+def test_every_mutation_passes_the_policy_point_and_is_recorded(sim: Sim, kc: Kubectl) -> None:
+    kc("scale", "deployment/ad", "--replicas=3", "-n", "shop")
+    denied = kc.run("delete", "namespace", "shop", check=False)
+    assert denied.returncode != 0 and "no-delete-namespace" in denied.stderr
+    kc("cordon", "worker-a1")
+    targets = [(r.verb, r.resource, d.allowed, d.rule) for r, d, _ in sim.admission.records]
+    assert ("patch", "deployments", True, None) in targets
+    assert ("delete", "namespaces", False, "no-delete-namespace") in targets
+    assert ("patch", "nodes", True, None) in targets
+    assert sim.backend.store.get("Namespace", None, "shop") is not None
