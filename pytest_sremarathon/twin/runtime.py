@@ -97,6 +97,7 @@ def _exec_module(name: str, filename: str, source: str, helpers: dict[str, types
     module = types.ModuleType(name)
     module.__file__ = filename
     module.__dict__["__builtins__"] = _builtins_with(helpers)
+    module.__dict__[_SOURCE] = source  # this version's text, for the lines of its tracebacks
     try:
         exec(_compile(source, filename), module.__dict__)
     except Exception as exc:  # the container would exit with this traceback
@@ -125,14 +126,22 @@ def _builtins_with(helpers: dict[str, types.ModuleType]) -> dict[str, Any]:
     return table
 
 
+_SOURCE = "__sremarathon_source__"
+
+
 def format_exception(exc: BaseException) -> str:
-    """A traceback as the container would print it, without the twin's own frames."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith("/app/")]
+    """A traceback as the container would print it, without the twin's own frames. Source
+    lines come from the module's own text: two versions of one file share a file name."""
     lines = ["Traceback (most recent call last):"]
-    for f in frames:
-        lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}')
-        if f.line:
-            lines.append(f"    {f.line}")
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        code = frame.f_code
+        if not code.co_filename.startswith("/app/"):
+            continue
+        lines.append(f'  File "{code.co_filename}", line {lineno}, in {code.co_name}')
+        source = frame.f_globals.get(_SOURCE, "")
+        text = source.splitlines()[lineno - 1].strip() if source and 0 < lineno <= source.count("\n") + 1 else ""
+        if text:
+            lines.append(f"    {text}")
     lines.extend(traceback.format_exception_only(type(exc), exc)[-1].rstrip().splitlines())
     return "\n".join(lines)
 
