@@ -346,8 +346,8 @@ class Kubelet:
             return 0
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
-        for value in vars(c.module).values():
-            if isinstance(value, (list, dict, set, deque)):
+        for name, value in vars(c.module).items():
+            if not name.startswith("__") and isinstance(value, (list, dict, set, deque)):
                 retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
 
