@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import __version__, cli_bundle
+from . import __version__, cli_bundle, report
 from .agent.host import AgentSpec
 from .agent.loader import AgentLoadError, check_agent
 from .errors import SremarathonError
@@ -98,6 +98,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = marathon.run()
     except SremarathonError as exc:
         return _fail(str(exc))
+    except Exception as exc:  # a bug of ours: the evidence is sealed, say where, keep the trace short
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        bundle = marathon.result.bundle if marathon.result else marathon.run_dir
+        print(f"sremarathon: internal error: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})\n"
+              f"sremarathon: the run so far is sealed in {bundle}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(result_json(result), indent=None))
     else:
@@ -239,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
     p.set_defaults(func=cmd_twin_up)
     cli_bundle.add_parsers(sub)
+    report.add_parser(sub)
     return parser
 
 

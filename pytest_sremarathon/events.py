@@ -136,6 +136,14 @@ class TruthFaultEnd(_Data):
     how: Literal["cleanup", "run-end"]
 
 
+class TruthFaultSkipped(_Data):
+    """A scheduled fault that could not be injected (e.g. the agent rewrote the code its change
+    edits); it is not scored."""
+
+    id: str
+    reason: str
+
+
 class TruthAlert(_Data):
     alert: str
     faults: list[str]  # empty = noise
@@ -167,6 +175,7 @@ EVENT_DATA: dict[str, type[_Data]] = {
     "cluster": ClusterEvent,
     "truth.fault": TruthFault,
     "truth.fault_end": TruthFaultEnd,
+    "truth.fault_skipped": TruthFaultSkipped,
     "truth.alert": TruthAlert,
     "truth.mitigation": TruthMitigation,
 }

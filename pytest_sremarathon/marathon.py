@@ -32,9 +32,11 @@ from .alerts.rules import DEFAULT_RULES
 from .apps import AppSpec
 from .bundle import BundleWriter, commitment, open_bundle
 from .clock import EPOCH, VirtualClock, iso
-from .events import Action, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthFault, TruthFaultEnd, TruthMitigation
+from .events import (Action, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthFault, TruthFaultEnd,
+                     TruthFaultSkipped, TruthMitigation)
 from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
+from .pipeline.service import PipelineError
 from .policy import Decision, MutationRequest, Policy
 from .scenario import Scenario
 from .schedule import Schedule, generate
@@ -297,6 +299,11 @@ class Marathon:
         if self.server is not None:
             self.backend.close()
 
+    @property
+    def result(self) -> Optional[RunResult]:
+        """The sealed and scored run, once :meth:`finish` has run."""
+        return self._finished
+
     # -- live results (for pytest segment items) --------------------------------------------
     def score_now(self) -> MarathonScore:
         return score_events(self.writer.events, until=self.clock.now, attribution=self._attribution)
@@ -345,8 +352,13 @@ class Marathon:
                 except Exception:  # noqa: BLE001 - an agent's edit may have made it inapplicable
                     continue
         for f in self.schedule.faults:
-            if not f.injected and f.start <= now:
-                self.registry[f.kind].inject(self, f)
+            if not f.injected and not f.ended and f.start <= now:
+                try:
+                    self.registry[f.kind].inject(self, f)
+                except PipelineError as exc:  # the tree moved under the change: skip, say why
+                    f.ended = True
+                    self.emit("truth.fault_skipped", TruthFaultSkipped(id=f.id, reason=str(exc)))
+                    continue
                 f.injected = True
                 self.emit("truth.fault", TruthFault(id=f.id, kind=f.kind, app=f.app, component=f.component,
                                                     change=f.change, start=iso(f.start), planned_end=iso(f.end),

@@ -1,67 +1,253 @@
 """The pytest plugin: options, collection of marathon files, segment items, the session object
-that owns the running marathons, and the terminal summary.
+that owns the running marathons, baseline judging, CI gating, JUnit/HTML reporting and the
+terminal summary.
 
     pytest scenarios/marathon.yaml --agent=mypkg.agent:Agent --junitxml=out.xml
 
 A marathon file collects as one ``marathon[seed=N]`` per seed, each with one item per segment
 in time order. Running an item advances that marathon past the segment (and past the end of
 every fault injected in it), then asserts each of those faults' stage progress.
+
+Where things happen (so that ``pytest -n`` behaves like a plain run):
+
+* a segment item runs where its marathon runs (one process, or one xdist worker per marathon:
+  ``xdist_group`` markers plus ``--dist loadgroup``);
+* what an item found rides on its report (``report.sremarathon``, like Hypothesis's
+  statistics), so the controller builds the summary, the gate, the baseline update and the JUnit
+  extras from reports alone (:class:`Scoreboard`), never from a worker's marathons.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import shlex
+import shutil
 import sys
-from dataclasses import dataclass, field
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
 from . import hookspecs
 from .agent.host import AgentSpec
 from .errors import SremarathonError
-from .marathon import Marathon, MarathonOptions, RunResult, SegmentWindow, segment_windows
+from .marathon import Marathon, MarathonOptions, Progress, RunResult, SegmentWindow, backend_factories, segment_windows
 from .scenario import Scenario, load_scenario
-from .scoring import FaultResult, MarathonScore
+from .scoring import FaultResult, MarathonScore, weights_line
+
+pytest_plugins = ("pytest_sremarathon.fixtures",)
 
 USAGE_EXAMPLE = "pytest scenarios/marathon.yaml --agent=pytest_sremarathon.baselines:RollbackAgent"
 RESULT_KEY = pytest.StashKey["SegmentResult"]()
+TIMELINE_KEY = pytest.StashKey[str]()
+BASELINE_FORMAT = "sremarathon-baseline/1"
+DEFAULT_OUT = "sremarathon-runs"
+DEFAULT_PROGRESS_SECONDS = 10.0
 
 
 # -- options --------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("sremarathon", "SRE marathons (pytest-sremarathon)")
 
-    def add(name: str, help: str, **kw: Any) -> None:
+    def add(name: str, help: str, ini_type: Optional[str] = None, **kw: Any) -> None:
         ini = name.lstrip("-").replace("-", "_")
         group.addoption(name, dest=ini, help=help, **kw)
-        parser.addini(ini, help=help, default=None)
+        if ini_type == "bool":
+            parser.addini(ini, help=help, type="bool", default=False)
+        else:
+            parser.addini(ini, help=help, default=None)
 
-    add("--agent", "the agent under test, as pkg.module:Class")
-    add("--agent-cmd", "an agent command speaking the JSON-lines protocol (instead of --agent)")
-    add("--marathon-seeds", "comma-separated seeds; one marathon per seed (default: the scenario's seed)")
-    add("--marathon-backend", "cluster backend: twin (default)")
-    add("--marathon-out", "directory for sealed bundles (default: sremarathon-runs)")
-    add("--marathon-min-score", "fail the session when a marathon scores below this")
-    add("--marathon-step-budget", "wall seconds an agent step may take (default: the scenario's)")
-    add("--marathon-signing-key", "ed25519 private key file to sign bundles with")
+    add("--agent", "the agent under test, as pkg.module:Class", metavar="PKG.MOD:CLASS")
+    add("--agent-cmd", "an agent command speaking the JSON-lines protocol (instead of --agent)", metavar="COMMAND")
+    add("--marathon-seeds", "comma-separated seeds; one marathon per seed (default: the scenario's seed)",
+        metavar="N[,N…]")
+    add("--marathon-backend", "cluster backend: twin (default) or one registered by a sremarathon_backends hook",
+        metavar="NAME")
+    add("--marathon-out", f"directory for sealed bundles (default: <rootdir>/{DEFAULT_OUT})", metavar="DIR")
+    add("--marathon-min-score", "fail the session when a marathon scores below this (0-100)", metavar="N")
+    add("--marathon-baseline", "baseline results file: faults that failed in it are expected failures "
+        "(xfail strict); a fault that passed in it and fails now is a regression", metavar="FILE")
+    add("--marathon-update-baseline", "rewrite --marathon-baseline with this session's results", ini_type="bool",
+        action="store_true", default=None)
+    add("--marathon-step-budget", "wall seconds an agent step may take (default: the scenario's)", metavar="SECONDS")
+    add("--marathon-signing-key", "ed25519 private key file to sign bundles with", metavar="FILE")
+    add("--marathon-scenario", "scenario for the marathon fixtures in plain test functions "
+        "(default: <rootdir>/scenarios/marathon.yaml; a marathon_scenario marker wins)", metavar="FILE")
+    parser.addini("marathon_progress_interval", "at least this many wall seconds between two progress lines of "
+                  f"a marathon (default {DEFAULT_PROGRESS_SECONDS:g}; 0 = every virtual hour)", default=None)
+
+
+def _raw(config: pytest.Config, name: str) -> tuple[Optional[str], str]:
+    """(value, where): the command line wins over the ini file."""
+    value = config.getoption(name, None)
+    if value is not None:
+        return str(value), "option"
+    value = config.getini(name)
+    return (str(value), "ini") if value not in (None, "", []) else (None, "")
 
 
 def _opt(config: pytest.Config, name: str) -> Optional[str]:
-    value = config.getoption(name)
+    return _raw(config, name)[0]
+
+
+def _path_opt(config: pytest.Config, name: str) -> Optional[Path]:
+    """A path option: relative to the invocation directory on the command line, to the ini
+    file's directory in the ini file."""
+    value, where = _raw(config, name)
     if value is None:
-        value = config.getini(name)
-    return str(value) if value not in (None, "") else None
+        return None
+    base = config.invocation_params.dir if where == "option" else (
+        config.inipath.parent if config.inipath else config.rootpath)
+    return (Path(base) / Path(value).expanduser()).resolve()
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The plugin's options, read and checked once (a bad value is a usage error)."""
+
+    agent: Optional[str]
+    agent_cmd: Optional[str]
+    seeds: Optional[list[int]]
+    backend: str
+    out: Path
+    min_score: Optional[float]
+    baseline: Optional[Path]
+    update_baseline: bool
+    step_budget: Optional[float]
+    signing_key: Optional[Path]
+    scenario: Optional[Path]
+    progress_interval: float
+
+    @property
+    def has_agent(self) -> bool:
+        return bool(self.agent or self.agent_cmd)
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    def number(name: str, low: Optional[float] = None, high: Optional[float] = None) -> Optional[float]:
+        value = _opt(config, name)
+        if value is None:
+            return None
+        flag = "--" + name.replace("_", "-")
+        try:
+            x = float(value)
+        except ValueError:
+            raise pytest.UsageError(f"{flag} takes a number, got {value!r}") from None
+        if (low is not None and x < low) or (high is not None and x > high):
+            raise pytest.UsageError(f"{flag} must be between {low:g} and {high:g}, got {value}"
+                                    if high is not None else f"{flag} must be > {low:g}, got {value}")
+        return x
+
+    agent, agent_cmd = _opt(config, "agent"), _opt(config, "agent_cmd")
+    if agent and agent_cmd:
+        raise pytest.UsageError("give --agent or --agent-cmd, not both")
+    seeds_opt = _opt(config, "marathon_seeds")
+    seeds: Optional[list[int]] = None
+    if seeds_opt is not None:
+        try:
+            seeds = list(dict.fromkeys(int(s) for s in seeds_opt.replace(" ", "").split(",") if s))
+        except ValueError:
+            seeds = []
+        if not seeds:
+            raise pytest.UsageError(f"--marathon-seeds takes comma-separated integers (e.g. 1,2,3), got {seeds_opt!r}")
+    backend = _opt(config, "marathon_backend") or "twin"
+    known = backend_factories(config.hook)
+    if backend not in known:
+        raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
+    budget = number("marathon_step_budget", low=0)
+    if budget is not None and budget <= 0:
+        raise pytest.UsageError(f"--marathon-step-budget must be > 0 seconds, got {budget:g}")
+    baseline = _path_opt(config, "marathon_baseline")
+    update = bool(config.getoption("marathon_update_baseline", None) or config.getini("marathon_update_baseline"))
+    if update and baseline is None:
+        raise pytest.UsageError("--marathon-update-baseline needs --marathon-baseline FILE (the file to write)")
+    key = _path_opt(config, "marathon_signing_key")
+    if key is not None and not key.is_file():
+        raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
+    interval = _opt(config, "marathon_progress_interval")
+    try:
+        progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
+    except ValueError:
+        raise pytest.UsageError(f"marathon_progress_interval takes seconds, got {interval!r}") from None
+    return Settings(agent=agent, agent_cmd=agent_cmd, seeds=seeds, backend=backend,
+                    out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
+                    min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
+                    step_budget=budget, signing_key=key, scenario=_path_opt(config, "marathon_scenario"),
+                    progress_interval=progress)
+
+
+# -- plugin wiring --------------------------------------------------------------------------
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With ``-n`` and no ``--dist``, pick ``loadgroup`` so that each marathon stays on one
+    worker, in segment order (before xdist picks ``load``, which would split a marathon)."""
+    option = config.option
+    if not getattr(option, "numprocesses", None) or not hasattr(option, "dist"):
+        return
+    if not (_opt(config, "agent") or _opt(config, "agent_cmd")):
+        return  # no marathon can run: leave the user's tests alone
+    if option.dist == "no" and not getattr(option, "distload", False):
+        option.dist = "loadgroup"
+        config.stash[AUTO_DIST_KEY] = True
+    elif option.dist in ("load", "worksteal"):
+        raise pytest.UsageError(
+            f"--dist {option.dist} would split a marathon's segments across workers (each would run its own "
+            f"copy of the marathon); use --dist loadgroup, or leave --dist out with -n and it is chosen for you")
+
+
+AUTO_DIST_KEY = pytest.StashKey[bool]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sremarathon: a marathon segment (added by pytest-sremarathon)")
-    session = config.stash[SESSION_KEY] = MarathonSession(config)
+    config.addinivalue_line("markers", "marathon_scenario(path, seeds=None): the marathon the marathon fixtures "
+                                       "(cluster, fault_schedule, agent, marathon, marathon_result) of this test use")
+    session = config.stash[SESSION_KEY] = MarathonSession(config, read_settings(config))
     config.pluginmanager.register(session, "sremarathon-session")
+    session.baseline  # a missing or broken baseline file is a usage error now, not in a test
+    if _distributing(config):
+        # Workers' usage errors never reach the user: check on the controller, once.
+        session.check_before_distributing()
+        config.pluginmanager.register(_XdistController(config), "sremarathon-xdist")
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get("sremarathon_loadgroup"):
+        # Workers parse the original command line (no --dist there): tell xdist's worker side
+        # that the controller schedules by group, so it suffixes node ids with "@<group>".
+        config.option.loadgroup = True
+    if workerinput.get("sremarathon_agent_checked"):
+        session.agent_checked = True
+
+
+def _distributing(config: pytest.Config) -> bool:
+    """Is this the controller of an xdist run (which collects nothing itself)?"""
+    return (not _is_worker(config) and getattr(config.option, "dist", "no") != "no"
+            and bool(getattr(config.option, "tx", None)) and not config.getoption("collectonly", False))
+
+
+class _XdistController:
+    """Hands the controller's decisions to each xdist worker."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.config.stash.get(AUTO_DIST_KEY, False):
+            node.workerinput["sremarathon_loadgroup"] = True
+        node.workerinput["sremarathon_agent_checked"] = session_of(self.config).agent_checked
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -70,65 +256,211 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         session.close()
 
 
-# -- the session object ---------------------------------------------------------------------
+def session_of(config: pytest.Config) -> "MarathonSession":
+    return config.stash[SESSION_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = session_of(config).settings
+    if not s.has_agent:
+        return []
+    who = s.agent or f"cmd: {s.agent_cmd}"
+    lines = [f"sremarathon: agent {who}; backend {s.backend}; bundles in {_display_path(config, s.out)}"]
+    if s.baseline is not None:
+        lines.append(f"sremarathon: baseline {_display_path(config, s.baseline)}"
+                     + (" (will be rewritten)" if s.update_baseline else ""))
+    if config.stash.get(AUTO_DIST_KEY, False):
+        lines.append("sremarathon: --dist loadgroup (each marathon on one worker, in segment order)")
+    return lines
+
+
+def _display_path(config: pytest.Config, path: Path | str) -> str:
+    """Relative to the rootdir when inside it (what GitLab and Jenkins resolve attachments
+    against: the project directory / workspace), absolute otherwise."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(config.rootpath.resolve()).as_posix()
+    except ValueError:
+        return str(p)
+
+
+# -- marathons of the session ---------------------------------------------------------------
+@dataclass(eq=False)
+class MarathonTarget:
+    """One marathon of the session: a scenario file and a seed. Segment items and fixtures
+    that name the same file and seed share one run."""
+
+    id: str  # display id: "<file>::<scenario>[seed=N]", the marathon collector's node id
+    path: Path
+    scenario: Scenario
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """``<scenario>[seed=N]``: the key in baseline files (independent of where the file is)."""
+        return f"{self.scenario.name}[seed={self.seed}]"
+
+    @property
+    def group(self) -> str:
+        """The ``xdist_group`` name (no brackets: xdist reads a ``]`` after ``@`` as a parameter)."""
+        return f"sremarathon-{self.scenario.name}-seed{self.seed}"
+
+
+class MarathonCrashed(Exception):
+    pass
+
+
 @dataclass
 class SegmentResult:
     """What a segment item found, carried on the report (so it crosses xdist workers)."""
 
     marathon: str
+    run: str
     segment: str
+    index: int
+    segments: int
     faults: list[dict[str, Any]]
     score_so_far: float
     bundle: str
+    scenario_digest: str
+    agent: str
     final: Optional[dict[str, Any]] = None
+    baseline: Optional[str] = None  # "expected", "improved", "regression" or None (judged without one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(eq=False)  # registered as a plugin: must stay hashable
 class MarathonSession:
-    """Owns the marathons of a pytest session (one per scenario file and seed)."""
+    """Owns the marathons of a pytest process (one per scenario file and seed), judges
+    segments against the baseline, and (on the controller) keeps the scoreboard."""
 
     config: pytest.Config
+    settings: Settings
+    targets: dict[tuple[str, int], MarathonTarget] = field(default_factory=dict)
     running: dict[str, Marathon] = field(default_factory=dict)
     results: dict[str, RunResult] = field(default_factory=dict)
-    missing_agent: list[Path] = field(default_factory=list)
+    crashed: dict[str, str] = field(default_factory=dict)
+    usage_errors: list[str] = field(default_factory=list)
+    scenarios: dict[str, Scenario] = field(default_factory=dict)
+    board: "Scoreboard" = field(default_factory=lambda: Scoreboard())
+    gate_failures: list[str] = field(default_factory=list)
+    baseline_written: Optional[str] = None
+    agent_checked: bool = False
+    _agent_error: Optional[str] = None
+    _baseline: Optional["Baseline"] = None
+    _progress_last: dict[str, float] = field(default_factory=dict)
+    _junit_pending: dict[Any, Any] = field(default_factory=dict)
 
-    def options(self, seed: int) -> MarathonOptions:
+    # -- targets and runs ------------------------------------------------------------------
+    def scenario(self, path: Path) -> Scenario:
+        key = str(path.resolve())
+        if key not in self.scenarios:
+            self.scenarios[key] = load_scenario(path)
+        return self.scenarios[key]
+
+    def target(self, path: Path, scenario: Scenario, seed: int, id: Optional[str] = None) -> MarathonTarget:
+        key = (str(path.resolve()), seed)
+        t = self.targets.get(key)
+        if t is None:
+            display = id or f"{_display_path(self.config, path)}::{scenario.name}[seed={seed}]"
+            t = self.targets[key] = MarathonTarget(display, path.resolve(), scenario, seed)
+        return t
+
+    def agent_problem(self, where: Path | str) -> Optional[str]:
+        """Why no marathon can run here (no agent, or one that does not load), else None."""
+        if not self.settings.has_agent:
+            return f"{where}: a marathon needs an agent to run; for example:\n  {USAGE_EXAMPLE}"
+        if not self.agent_checked:
+            self.agent_checked = True
+            self._agent_error = self._agent_problem()
+        return self._agent_error
+
+    def require_agent(self, where: Path | str) -> bool:
+        """False when no usable agent is configured: a usage error, raised once collection is
+        over (on an xdist worker, a collection error: a worker's usage error would be lost)."""
+        problem = self.agent_problem(where)
+        if problem is None:
+            return True
+        if _is_worker(self.config):
+            raise pytest.Collector.CollectError(problem)
+        self.usage_errors.append(problem)
+        return False
+
+    def check_before_distributing(self) -> None:
+        explicit = [a.split("::")[0] for a in self.config.args]
+        marathons = [a for a in explicit if a.endswith((".yaml", ".yml")) and Path(a).is_file()]
+        if not self.settings.has_agent and not marathons:
+            return  # nothing of ours to run (or found later, by the workers)
+        problem = self.agent_problem(marathons[0] if marathons else "--agent")
+        if problem:
+            raise pytest.UsageError(problem)
+
+    def _agent_problem(self) -> Optional[str]:
+        s = self.settings
+        if s.agent:
+            from .agent.loader import AgentLoadError, check_agent
+
+            try:
+                check_agent(s.agent)
+            except AgentLoadError as exc:
+                return f"--agent={s.agent}: {exc}"
+            return None
+        argv = shlex.split(s.agent_cmd or "")
+        if not argv:
+            return "--agent-cmd is empty"
+        exe = argv[0]
+        if "/" in exe:
+            found = (Path(self.config.invocation_params.dir) / exe).exists()
+        else:
+            found = shutil.which(exe) is not None
+        return None if found else f"--agent-cmd: command not found: {exe}"
+
+    def options(self, target: MarathonTarget) -> MarathonOptions:
         from .bundle import load_signing_key
 
-        agent, cmd = _opt(self.config, "agent"), _opt(self.config, "agent_cmd")
-        key_path = _opt(self.config, "marathon_signing_key")
-        budget = _opt(self.config, "marathon_step_budget")
-        return MarathonOptions(agent=AgentSpec.from_options(agent, cmd, cwd=self.config.invocation_params.dir),
-                               seed=seed, out_dir=Path(_opt(self.config, "marathon_out") or "sremarathon-runs"),
-                               step_budget=float(budget) if budget else None,
-                               signing_key=load_signing_key(key_path) if key_path else None)
+        s = self.settings
+        return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
+                               seed=target.seed, out_dir=s.out, step_budget=s.step_budget,
+                               signing_key=load_signing_key(s.signing_key) if s.signing_key else None,
+                               progress=self._progress_printer(target), backend=s.backend)
 
-    def marathon(self, key: str, scenario: Scenario, seed: int) -> Marathon:
-        m = self.running.get(key)
+    def marathon(self, target: MarathonTarget) -> Marathon:
+        """The target's run, started on first use."""
+        if target.id in self.crashed:
+            raise MarathonCrashed(self.crashed[target.id])
+        m = self.running.get(target.id)
         if m is None:
-            m = self.running[key] = Marathon(scenario, self.options(seed), hook=self.config.hook)
-            m.start()
+            m = self.running[target.id] = Marathon(target.scenario, self.options(target), hook=self.config.hook)
+            self._progress_last[target.id] = time.monotonic()
+            try:
+                m.start()
+            except Exception as exc:
+                self.crash(target, "start", exc)
+                raise
         return m
 
-    def finish(self, key: str) -> RunResult:
-        if key not in self.results:
-            self.results[key] = self.running[key].finish()
-        return self.results[key]
+    def finish(self, target: MarathonTarget) -> RunResult:
+        if target.id not in self.results:
+            self.results[target.id] = self.marathon(target).finish()
+        return self.results[target.id]
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """pytest's JUnit writer reads a bracket in a middle id component as the last one's
-        parameters ("…segment-01]"); give segment testcases their plain name back. Runs where
-        the JUnit file is written (on the xdist controller too)."""
-        if not getattr(report, "sremarathon", None):
-            return
-        try:
-            from _pytest.junitxml import xml_key
-        except ImportError:  # pragma: no cover - a pytest without the private key
-            return
-        xml = self.config.stash.get(xml_key, None)
-        if xml is not None:
-            xml.node_reporter(report).add_attribute("name", report.nodeid.split("::", 1)[1])
+    def crash(self, target: MarathonTarget, where: str, exc: BaseException) -> None:
+        """The run broke: seal what it recorded, and fail its later segments at once."""
+        m = self.running.get(target.id)
+        bundle = ""
+        if m is not None and target.id not in self.results:
+            try:
+                self.results[target.id] = m.finish("error", f"{type(exc).__name__}: {exc}")
+                bundle = f"; bundle {self.bundle_path(m)}"
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        self.crashed[target.id] = f"marathon {target.name} stopped in {where}: {type(exc).__name__}: {exc}{bundle}"
+
+    def bundle_path(self, m: Marathon) -> str:
+        """The sealed bundle's path (it exists once the run is sealed), as attached to reports."""
+        return _display_path(self.config, Path(str(m.run_dir) + ".tar.gz"))
 
     def close(self) -> None:
         """Seal whatever is still running (an interrupted session keeps its evidence)."""
@@ -139,8 +471,374 @@ class MarathonSession:
                 except Exception as exc:  # noqa: BLE001 - never mask the session's own outcome
                     print(f"sremarathon: could not seal {key}: {exc}", file=sys.stderr)
 
+    # -- xdist ------------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """On an xdist worker under ``loadgroup``: make sure our items carry the ``@<group>``
+        node id suffix the controller groups by. xdist 3.8 sets it through ``item._nodeid``,
+        which pytest ≥ 9.2 no longer reads (pytest-xdist#1386), so our marathons would be split
+        across workers; set it on the structured id when xdist's did not take."""
+        if not (_is_worker(self.config) and getattr(self.config.option, "loadgroup", False)):
+            return
+        for item in items:
+            groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                      for m in item.iter_markers("xdist_group")}
+            if not any(g.startswith("sremarathon-") for g in groups):
+                continue
+            nodeid = item.nodeid
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                continue  # xdist's suffix took
+            _set_nodeid(item, f"{nodeid}@{'_'.join(sorted(groups))}")
+
+    # -- baseline ---------------------------------------------------------------------------
+    @property
+    def baseline(self) -> Optional["Baseline"]:
+        if self._baseline is None and self.settings.baseline is not None:
+            self._baseline = Baseline.load(self.settings.baseline, missing_ok=self.settings.update_baseline)
+        return self._baseline
+
+    # -- progress --------------------------------------------------------------------------
+    def _progress_printer(self, target: MarathonTarget) -> Optional[Callable[[Progress], None]]:
+        config = self.config
+        if _is_worker(config) or config.get_verbosity() < -1:
+            return None  # xdist workers have no terminal; -qq asks for silence
+        tr = config.pluginmanager.getplugin("terminalreporter")
+        if tr is None:
+            return None
+        interval = self.settings.progress_interval
+
+        def show(p: Progress) -> None:
+            now = time.monotonic()
+            if now - self._progress_last.get(target.id, 0.0) < interval:
+                return
+            self._progress_last[target.id] = now
+            start = self.running[target.id].start_time if target.id in self.running else p.now
+            line = (f"sremarathon: {target.name} {_hours(p.now - start)} of {_hours(p.end - start)} virtual; "
+                    f"faults injected {p.injected} ({p.active} active); alerts firing {p.firing}; "
+                    f"agent steps {p.steps}")
+            capman = config.pluginmanager.getplugin("capturemanager")
+            if capman is not None:
+                with capman.global_and_fixture_disabled():
+                    tr.write_line(line)
+            else:
+                tr.write_line(line)
+
+        return show
+
+    # -- reports (runs on the controller for every report, the workers' included) -----------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        data = getattr(report, "sremarathon", None)
+        segment = bool(getattr(report, "sremarathon_segment", False))
+        xml = _junit(self.config) if segment else None
+        reporter = None
+        if xml is not None:
+            reporter = xml.node_reporter(report)
+            # pytest reads a bracket in a middle id component as the last one's parameters
+            # ("…segment-01]"), and xdist appends "@<group>": give the testcase its plain names.
+            nodeid = _strip_group(report.nodeid)
+            path, _, rest = nodeid.partition("::")
+            classname = path.replace("/", ".")
+            reporter.add_attribute("classname", f"{xml.prefix}.{classname}" if xml.prefix else classname)
+            reporter.add_attribute("name", rest)
+            if data:
+                self._junit_pending[(report.nodeid, getattr(report, "node", None))] = data["bundle"]
+        if data and report.when == "call":
+            self.board.add(data, _outcome(report))
+            if xml is not None and data.get("final"):
+                key, f = data["marathon"], data["final"]
+                xml.add_global_property(f"sremarathon_score:{key}", f"{f['score']:.2f}")
+                xml.add_global_property(f"sremarathon_declared_done_gap:{key}", f"{f['declared_done_gap']:.2f}")
+                xml.add_global_property(f"sremarathon_bundle:{key}", data["bundle"])
+        try:
+            return (yield)
+        finally:
+            if reporter is not None and report.when == "teardown":
+                bundle = self._junit_pending.pop((report.nodeid, getattr(report, "node", None)), None)
+                if bundle:
+                    _attach(reporter, bundle)
+
+    # -- gating, baseline update ------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if _is_worker(self.config):
+            return
+        s = self.settings
+        if s.min_score is not None:
+            for row in self.board.rows.values():
+                score = row.score
+                if score is not None and score < s.min_score:
+                    state = "" if row.final else " (partial: the marathon did not complete)"
+                    self.gate_failures.append(f"{row.id} scored {score:.1f} < --marathon-min-score {s.min_score:g}{state}")
+            if self.gate_failures and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if s.update_baseline and s.baseline is not None and self.board.rows:
+            base = self.baseline or Baseline(s.baseline, {})
+            n = base.update(self.board)
+            base.write()
+            self.baseline_written = f"{_display_path(self.config, s.baseline)} ({n} faults of {len(self.board.rows)} marathon(s))"
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if _is_worker(config) or not self.board.rows:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "SRE marathon results")
+        for line in self.board.table():
+            tr.write_line(line)
+        tr.write_line(weights_line())
+        if self.settings.baseline is not None:
+            for line in self.board.baseline_lines(_display_path(config, self.settings.baseline)):
+                tr.write_line(line)
+        if self.baseline_written:
+            tr.write_line(f"baseline updated: {self.baseline_written}")
+        for line in self.gate_failures:
+            tr.write_line(f"FAILED gate: {line}", red=True, bold=True)
+
 
 SESSION_KEY = pytest.StashKey[MarathonSession]()
+
+
+def _hours(delta: Any) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def _outcome(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return "xfailed" if report.skipped else "xpassed"
+    return report.outcome
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    if hasattr(item, "_id"):  # pytest ≥ 9.2: structured node ids
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(nodeid)
+    else:  # pragma: no cover - older pytest (where xdist's own suffix takes)
+        item._nodeid = nodeid
+
+
+def _strip_group(nodeid: str) -> str:
+    """xdist's loadgroup appends ``@<group>`` to node ids on workers."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
+# -- JUnit ----------------------------------------------------------------------------------
+def _junit(config: pytest.Config) -> Any:
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - a pytest without the private key
+        return None
+    return config.stash.get(xml_key, None)
+
+
+def _attach(reporter: Any, bundle: str) -> None:
+    """Put ``[[ATTACHMENT|bundle]]`` first in the testcase's one ``<system-out>``.
+
+    Jenkins' junit-attachments reads every such line of a testcase's output; GitLab reads the
+    first one, of failed testcases only, and breaks on a testcase with two ``system-out``
+    elements. So: prepend to pytest's element when ``junit_logging`` wrote one, else add it.
+    Runs after pytest finalized the testcase (its element is then frozen and kept as is).
+    """
+    if "to_xml" not in vars(reporter):  # not finalized (never happens with pytest's writer)
+        return
+    element = reporter.to_xml()
+    line = f"[[ATTACHMENT|{bundle}]]"
+    outs = element.findall("system-out")
+    if outs:
+        text = outs[0].text or ""
+        if line not in text:
+            outs[0].text = line + "\n" + text
+        return
+    out = ET.Element("system-out")
+    out.text = line + "\n"
+    errs = [i for i, child in enumerate(element) if child.tag == "system-err"]
+    if errs:
+        element.insert(errs[0], out)
+    else:
+        element.append(out)
+
+
+# -- scoreboard (controller side, from reports only) ----------------------------------------
+@dataclass
+class MarathonRow:
+    id: str
+    run: str
+    segments_total: int = 0
+    bundle: str = ""
+    scenario_digest: str = ""
+    agent: str = ""
+    final: Optional[dict[str, Any]] = None
+    last_score: Optional[float] = None
+    outcomes: dict[str, str] = field(default_factory=dict)  # segment -> outcome
+    faults: dict[str, dict[str, Any]] = field(default_factory=dict)  # fault id -> row (+ segment, verdict)
+
+    @property
+    def score(self) -> Optional[float]:
+        return self.final["score"] if self.final else self.last_score
+
+
+@dataclass
+class Scoreboard:
+    rows: dict[str, MarathonRow] = field(default_factory=dict)
+
+    def add(self, data: dict[str, Any], outcome: str) -> None:
+        row = self.rows.get(data["marathon"])
+        if row is None:
+            row = self.rows[data["marathon"]] = MarathonRow(data["marathon"], data["run"])
+        row.bundle = data.get("bundle") or row.bundle
+        row.scenario_digest = data.get("scenario_digest") or row.scenario_digest
+        row.agent = data.get("agent") or row.agent
+        if data.get("final"):
+            row.final = data["final"]
+        segment = data.get("segment")
+        if segment:
+            row.segments_total = data.get("segments") or row.segments_total
+            row.outcomes[segment] = outcome
+            if data.get("score_so_far") is not None:
+                row.last_score = data["score_so_far"]
+            for f in data.get("faults") or []:
+                row.faults[f["id"]] = {**f, "segment": segment}
+
+    def table(self) -> list[str]:
+        head = ("marathon", "score", "segments", "faults", "C", "L", "R", "false-claims", "done-gap", "bundle")
+        lines = []
+        for key in sorted(self.rows):
+            r = self.rows[key]
+            f = r.final
+            faults = list(r.faults.values())
+            c, l_, rr = (f["correlated"], f["localized"], f["repaired"]) if f else (
+                sum(x["correlated"] for x in faults), sum(x["localized"] for x in faults),
+                sum(x["repaired"] for x in faults))
+            n = f["faults"] if f else len(faults)
+            fc = f.get("false_claims", 0) if f else sum(x["false_claim"] for x in faults)
+            gap = f"{f['declared_done_gap']:+.1f}" if f else "n/a"
+            score = f"{r.score:.1f}" if r.score is not None else "-"
+            if not f:
+                score += " (partial)"
+            ok = sum(o in ("passed", "xfailed") for o in r.outcomes.values())
+            segs = f"{ok}/{r.segments_total or len(r.outcomes)} ok" if r.outcomes else "-"
+            lines.append((r.id, score, segs, str(n), str(c), str(l_), str(rr), str(fc), gap, r.bundle))
+        widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+        right = {1, 3, 4, 5, 6, 7, 8}
+
+        def fmt(cells: tuple[str, ...]) -> str:
+            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+        return [fmt(head).rstrip()] + [fmt(x).rstrip() for x in lines]
+
+    def baseline_lines(self, path: str) -> list[str]:
+        out = []
+        for key in sorted(self.rows):
+            r = self.rows[key]
+            verdicts: dict[str, list[str]] = {}
+            for f in r.faults.values():
+                verdicts.setdefault(f.get("verdict") or "", []).append(f["id"])
+            parts = []
+            for verdict, label in (("expected", "expected failure(s) (xfail)"), ("fixed", "improvement(s) (XPASS)"),
+                                   ("regression", "regression(s)"), ("worse", "got worse"),
+                                   ("new", "new failing fault(s)")):
+                ids = sorted(verdicts.get(verdict, []))
+                if ids:
+                    parts.append(f"{len(ids)} {label} [{', '.join(ids)}]")
+            out.append(f"baseline {path}: {r.run}: " + ("; ".join(parts) if parts else "as in the baseline"))
+        return out
+
+
+# -- baseline -------------------------------------------------------------------------------
+#: stage progress, in order: 0 nothing, 1 correlated, 2 + localized, 3 + repaired while active.
+def _level(f: dict[str, Any]) -> int:
+    return int(bool(f.get("correlated"))) + int(bool(f.get("correlated") and f.get("localized"))) + \
+        int(bool(f.get("correlated") and f.get("localized") and f.get("repaired")))
+
+
+def _passed(f: dict[str, Any]) -> bool:
+    return _level(f) == 3 and not f.get("false_claim")
+
+
+def _stage_text(f: dict[str, Any]) -> str:
+    names = ["correlated", "localized", "repaired"][:_level(f)]
+    text = "+".join(names) if names else "nothing"
+    return text + (", false claim" if f.get("false_claim") else "")
+
+
+@dataclass
+class Baseline:
+    """A file of per-fault results that later runs are judged against.
+
+    ``{"format": "sremarathon-baseline/1", "marathons": {"<scenario>[seed=N]": {"agent", "score",
+    "scenario_digest", "faults": {"<fault id>": {"segment", "kind", "component", "change",
+    "correlated", "localized", "repaired", "false_claim", "passed"}}}}}``
+    """
+
+    path: Path
+    marathons: dict[str, dict[str, Any]]
+
+    @classmethod
+    def load(cls, path: Path, missing_ok: bool = False) -> "Baseline":
+        if not path.exists():
+            if missing_ok:
+                return cls(path, {})
+            raise pytest.UsageError(f"--marathon-baseline: no such file: {path} "
+                                    f"(write one with --marathon-update-baseline)")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file: {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or \
+                not isinstance(data.get("marathons"), dict):
+            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file "
+                                    f"(expected \"format\": \"{BASELINE_FORMAT}\")")
+        return cls(path, data["marathons"])
+
+    def fault(self, run: str, fault: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """The baseline's record of ``fault`` when it is the same fault (same id, kind and
+        component), else None."""
+        b = (self.marathons.get(run) or {}).get("faults", {}).get(fault["id"])
+        if b is None:
+            return None
+        for key in ("kind", "component"):  # change ids depend on the repo history (the agent's reverts)
+            if b.get(key) is not None and fault.get(key) is not None and b[key] != fault[key]:
+                return None
+        return b
+
+    def judge(self, run: str, fault: dict[str, Any]) -> str:
+        """One fault's verdict: ok | fixed | expected | regression | worse | new."""
+        b = self.fault(run, fault)
+        now = _passed(fault)
+        if b is None:
+            return "ok" if now else "new"
+        if bool(b.get("passed", _passed(b))):
+            return "ok" if now else "regression"
+        if now:
+            return "fixed"
+        no_new_claim = not fault.get("false_claim") or bool(b.get("false_claim"))
+        return "expected" if _level(fault) >= _level(b) and no_new_claim else "worse"
+
+    def update(self, board: Scoreboard) -> int:
+        n = 0
+        for row in board.rows.values():
+            entry = self.marathons.get(row.run) if row.final is None else None
+            faults = dict((entry or {}).get("faults", {}))  # a partial run updates what it saw
+            for f in row.faults.values():
+                faults[f["id"]] = {"segment": f["segment"], "kind": f["kind"], "component": f["component"],
+                                   "change": f["change"], "correlated": f["correlated"], "localized": f["localized"],
+                                   "repaired": f["repaired"], "false_claim": f["false_claim"], "passed": _passed(f)}
+                n += 1
+            self.marathons[row.run] = {
+                "agent": row.agent, "scenario_digest": row.scenario_digest,
+                "score": row.final["score"] if row.final else (entry or {}).get("score"),
+                "faults": dict(sorted(faults.items())),
+            }
+        return n
+
+    def write(self) -> None:
+        data = {"format": BASELINE_FORMAT, "marathons": dict(sorted(self.marathons.items()))}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, self.path)
 
 
 # -- collection -----------------------------------------------------------------------------
@@ -155,52 +853,72 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[p
 
 class MarathonFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
-        config = self.config
-        if not (_opt(config, "agent") or _opt(config, "agent_cmd")):
-            # A usage error, not a collection error: raised once collection is over.
-            config.stash[SESSION_KEY].missing_agent.append(self.path)
-            return
+        ms = session_of(self.config)
+        if not ms.require_agent(self.path):
+            return  # a usage error, raised once collection is over
         try:
-            scenario = load_scenario(self.path)
+            scenario = ms.scenario(self.path)
         except SremarathonError as exc:
             raise self.CollectError(str(exc)) from None
-        seeds_opt = _opt(config, "marathon_seeds")
-        try:
-            seeds = [int(s) for s in seeds_opt.split(",")] if seeds_opt else [scenario.spec.seed]
-        except ValueError:
-            raise pytest.UsageError(f"--marathon-seeds takes comma-separated integers, got {seeds_opt!r}") from None
-        for seed in seeds:
-            yield MarathonRun.from_parent(self, name=f"{scenario.name}[seed={seed}]", scenario=scenario, seed=seed)
+        for seed in ms.settings.seeds or [scenario.spec.seed]:
+            name = f"{scenario.name}[seed={seed}]"
+            target = ms.target(self.path, scenario, seed, id=f"{self.nodeid}::{name}")
+            yield MarathonRun.from_parent(self, name=name, target=target)
 
 
 class MarathonRun(pytest.Collector):
-    def __init__(self, *, scenario: Scenario, seed: int, **kw: Any) -> None:
+    def __init__(self, *, target: MarathonTarget, **kw: Any) -> None:
         super().__init__(**kw)
-        self.scenario = scenario
-        self.seed = seed
-        self.add_marker(pytest.mark.xdist_group(name=self.nodeid))
+        self.target = target
+        self.add_marker(pytest.mark.xdist_group(name=target.group))
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.target.scenario
+
+    @property
+    def seed(self) -> int:
+        return self.target.seed
 
     def collect(self) -> Iterator[pytest.Item]:
         windows = segment_windows(self.scenario)  # known without starting the run
         for i, window in enumerate(windows):
-            yield SegmentItem.from_parent(self, name=window.name, window=window, last=i == len(windows) - 1)
+            yield SegmentItem.from_parent(self, name=window.name, window=window, last=i == len(windows) - 1,
+                                          count=len(windows))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    missing = config.stash[SESSION_KEY].missing_agent
-    if missing:
-        raise pytest.UsageError(f"{missing[0]}: a marathon needs an agent to run; for example:\n  {USAGE_EXAMPLE}")
+    errors = session_of(config).usage_errors
+    if errors:
+        raise pytest.UsageError(errors[0])
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Plain test functions that use the marathon fixtures run once per marathon seed."""
+    if "sremarathon_target" not in metafunc.fixturenames:
+        return
+    from .fixtures import targets_for
+
+    metafunc.parametrize("sremarathon_target", targets_for(metafunc))
+
+
+# -- segment items --------------------------------------------------------------------------
 class SegmentFailure(Exception):
-    pass
+    """Some fault of the segment was not correlated, localized and repaired while active (or
+    was falsely claimed resolved)."""
+
+
+class BaselineExpectedFailure(SegmentFailure):
+    """The segment fails only in ways the baseline already failed (an expected failure)."""
 
 
 class SegmentItem(pytest.Item):
-    def __init__(self, *, window: SegmentWindow, last: bool, **kw: Any) -> None:
+    def __init__(self, *, window: SegmentWindow, last: bool, count: int = 0, **kw: Any) -> None:
         super().__init__(**kw)
         self.window = window
         self.last = last
+        self.count = count
         self.add_marker(pytest.mark.sremarathon)
 
     @property
@@ -209,24 +927,35 @@ class SegmentItem(pytest.Item):
         return self.parent
 
     def runtest(self) -> None:
-        session: MarathonSession = self.config.stash[SESSION_KEY]
-        key = self.run.nodeid
-        marathon = session.marathon(key, self.run.scenario, self.run.seed)
-        faults = marathon.faults_in(self.window)
-        until = max([self.window.end] + [f.end for f in faults])
-        marathon.advance_to(until)
-        if self.last:
-            final = session.finish(key)
-            score = final.score
-        else:
-            score = marathon.score_now()
-        bundle = str(marathon.run_dir) + ".tar.gz"
+        ms = session_of(self.config)
+        target = self.run.target
+        try:
+            marathon = ms.marathon(target)
+        except MarathonCrashed as exc:
+            raise SegmentFailure(str(exc)) from None
+        try:
+            faults = marathon.faults_in(self.window)
+            until = max([self.window.end] + [f.end for f in faults])
+            marathon.advance_to(until)
+            score = ms.finish(target).score if self.last else marathon.score_now()
+        except Exception as exc:
+            ms.crash(target, self.name, exc)
+            raise
+        bundle = ms.bundle_path(marathon)
         by_id = {r.id: r for r in score.faults}
         rows = [by_id[f.id] for f in faults if f.id in by_id]
-        result = SegmentResult(marathon=key, segment=self.window.name, faults=[r.to_dict() for r in rows],
-                               score_so_far=round(score.score, 3), bundle=bundle,
+        dicts = [r.to_dict() for r in rows]
+        baseline = ms.baseline
+        if baseline is not None:
+            for d in dicts:
+                d["verdict"] = baseline.judge(target.name, d)
+        result = SegmentResult(marathon=target.id, run=target.name, segment=self.window.name, index=self.window.index,
+                               segments=self.count, faults=dicts, score_so_far=round(score.score, 3), bundle=bundle,
+                               scenario_digest=target.scenario.digest, agent=marathon.options.agent.label,
                                final=_final_summary(score) if self.last else None)
         self.stash[RESULT_KEY] = result
+        if self.last and self.config.pluginmanager.getplugin("html") is not None:
+            self.stash[TIMELINE_KEY] = _timeline_svg(marathon, target)
         self.user_properties.extend([
             ("sremarathon_score", f"{score.score:.2f}"),
             ("sremarathon_faults", str(len(rows))),
@@ -235,8 +964,42 @@ class SegmentItem(pytest.Item):
         ])
         print(f"[[ATTACHMENT|{bundle}]]")
         failed = [r for r in rows if not (r.correlated and r.localized and r.repaired) or r.false_claim]
-        if failed:
-            raise SegmentFailure(self._message(rows, score))
+        if baseline is None:
+            if failed:
+                raise SegmentFailure(self._message(rows, score))
+            return
+        self._judge(result, rows, score)
+
+    def _judge(self, result: SegmentResult, rows: list[FaultResult], score: MarathonScore) -> None:
+        """Per fault against the baseline (see README, "Gate on a baseline"): a regression fails
+        the item; otherwise faults the baseline failed make it xfail(strict) — XFAIL when they
+        still fail for the same (or fewer) reasons, XPASS(strict) when one of them now passes."""
+        verdicts = {d["id"]: d["verdict"] for d in result.faults}
+        bad = {v: sorted(i for i, x in verdicts.items() if x == v) for v in ("regression", "worse", "new")}
+        expected = sorted(i for i, v in verdicts.items() if v == "expected")
+        fixed = sorted(i for i, v in verdicts.items() if v == "fixed")
+        notes = {"regression": "passed in the baseline, fails now",
+                 "worse": "failed in the baseline, now with less progress or a new false claim",
+                 "new": "not in the baseline", "expected": "failed in the baseline, fails as expected",
+                 "fixed": "failed in the baseline, passes now"}
+        path = self.config.stash[SESSION_KEY].settings.baseline
+        lines = [f"  baseline {path.name if path else ''}: {i} {notes[v]}" for i, v in sorted(verdicts.items())
+                 if v != "ok"]
+        if any(bad.values()):
+            result.baseline = "regression"
+            raise SegmentFailure(self._message(rows, score) + "\n" + "\n".join(lines))
+        if not expected and not fixed:
+            return
+        if fixed:
+            result.baseline = "improved"
+            reason = (f"improved over the baseline: {', '.join(fixed)} now pass"
+                      f"{'es' if len(fixed) == 1 else ''}; record it with --marathon-update-baseline")
+        else:
+            result.baseline = "expected"
+            reason = f"failed in the baseline too: {', '.join(expected)}"
+        self.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=BaselineExpectedFailure))
+        if not fixed:
+            raise BaselineExpectedFailure(self._message(rows, score) + "\n" + "\n".join(lines))
 
     def _message(self, rows: list[FaultResult], score: MarathonScore) -> str:
         lines = [f"{self.window.name} [{self.window.start:%H:%M}–{self.window.end:%H:%M} virtual]: "
@@ -267,48 +1030,62 @@ def _stages(r: FaultResult) -> str:
 def _final_summary(score: MarathonScore) -> dict[str, Any]:
     return {"score": round(score.score, 3), "declared_done_gap": round(score.declared_done_gap, 3),
             "faults": len(score.faults), "correlated": sum(f.correlated for f in score.faults),
-            "localized": sum(f.localized for f in score.faults), "repaired": sum(f.repaired for f in score.faults)}
+            "localized": sum(f.localized for f in score.faults), "repaired": sum(f.repaired for f in score.faults),
+            "claims": score.claims, "false_claims": score.false_claims, "policy_denials": score.policy_denials,
+            "complete": score.complete}
 
 
-# -- reporting ------------------------------------------------------------------------------
+def _timeline_svg(marathon: Marathon, target: MarathonTarget) -> str:
+    """The run's fault timeline (the schedule's picture); empty when it cannot be drawn."""
+    try:
+        from .timeline import render_svg
+
+        return render_svg(marathon.schedule.faults, marathon.start_time, marathon.end_time,
+                          [(c.at, c.app) for c in marathon.schedule.benign], title=target.name)
+    except Exception:  # noqa: BLE001 - a picture must never fail a test
+        return ""
+
+
+# -- reports --------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    result = item.stash.get(RESULT_KEY, None) if isinstance(item, SegmentItem) else None
-    if result is not None and call.when == "call":
-        # Carried on the report object (serialised by xdist), like Hypothesis's statistics.
-        report.sremarathon = result.__dict__  # type: ignore[attr-defined]
+    if isinstance(item, SegmentItem):
+        report.sremarathon_segment = True  # type: ignore[attr-defined]
+        result = item.stash.get(RESULT_KEY, None)
+        if result is not None and call.when == "call":
+            # Carried on the report object (serialised by xdist), like Hypothesis's statistics.
+            report.sremarathon = result.to_dict()  # type: ignore[attr-defined]
+            _html_extras(item, report, result)
+    elif call.when == "call":
+        from .fixtures import fixture_report_data
+
+        data = fixture_report_data(item)
+        if data is not None:
+            report.sremarathon = data  # type: ignore[attr-defined]
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    finals: dict[str, dict[str, Any]] = {}
-    for stat in ("passed", "failed", "xfailed", "xpassed"):
-        for rep in terminalreporter.stats.get(stat, []):
-            data = getattr(rep, "sremarathon", None)
-            if data and data.get("final"):
-                finals[data["marathon"]] = {**data["final"], "bundle": data["bundle"]}
-    if not finals:
+def _html_extras(item: SegmentItem, report: Any, result: SegmentResult) -> None:
+    """pytest-html, when installed: a link to the bundle and, on a marathon's last segment, its
+    fault timeline. (A link to an HTML run report is for when ``sremarathon report`` exists.)"""
+    if item.config.pluginmanager.getplugin("html") is None:
         return
-    tr = terminalreporter
-    tr.write_sep("=", "SRE marathon results")
-    tr.write_line(f"{'marathon':<50} {'score':>7} {'C':>4} {'L':>4} {'R':>4} {'faults':>7} {'done-gap':>9}  bundle")
-    for key, f in sorted(finals.items()):
-        tr.write_line(f"{key:<50} {f['score']:>7.1f} {f['correlated']:>4} {f['localized']:>4} {f['repaired']:>4} "
-                      f"{f['faults']:>7} {f['declared_done_gap']:>+9.1f}  {f['bundle']}")
-    threshold = _opt(config, "marathon_min_score")
-    if threshold is not None:
-        low = {k: f for k, f in finals.items() if f["score"] < float(threshold)}
-        for key, f in low.items():
-            tr.write_line(f"FAILED gate: {key} scored {f['score']:.1f} < --marathon-min-score {threshold}", red=True)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    threshold = _opt(session.config, "marathon_min_score")
-    if threshold is None:
+    try:
+        from pytest_html import extras
+    except ImportError:  # pragma: no cover
         return
-    ms: MarathonSession = session.config.stash[SESSION_KEY]
-    if any(r.score.score < float(threshold) for r in ms.results.values()) and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
+    bundle = Path(result.bundle)
+    if not bundle.is_absolute():
+        bundle = item.config.rootpath / bundle
+    html_path = item.config.getoption("htmlpath", None)
+    if html_path:
+        link = os.path.relpath(bundle, Path(html_path).resolve().parent)
+    else:
+        link = bundle.as_uri()
+    found = list(getattr(report, "extras", []))
+    found.append(extras.url(link, name="bundle"))
+    svg = item.stash.get(TIMELINE_KEY, "")
+    if svg:
+        found.append(extras.svg(base64.b64encode(svg.encode()).decode(), name="timeline"))
+    report.extras = found

@@ -9,12 +9,17 @@ ship between the faulty ones so that "revert the latest change" is not a free an
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
 
+import yaml
+
+from .apps import AppSpec
 from .clock import iso
 from .faults.base import Fault, FaultKind
 from .faults.catalogue import CuratedChange
@@ -73,8 +78,9 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
 
     faulty = {app: [c for c in cat if c.faulty] for app, cat in scenario.catalogues.items()}
     benign = {app: [c for c in cat if not c.faulty] for app, cat in scenario.catalogues.items()}
-    nodes = [f"worker-{z.split('-')[-1]}{i + 1}" for z in spec.topology.zones for i in range(spec.topology.nodes_per_zone)]
-    busy_until: dict[tuple[str, str], datetime] = {}  # (app, change) or ("node", name) -> end of its last use
+    targets = Targets({f"worker-{z.split('-')[-1]}{i + 1}": z for z in spec.topology.zones
+                       for i in range(spec.topology.nodes_per_zone)}, tuple(scenario.apps))
+    busy_until: dict[tuple[str, str], datetime] = {}  # (app, change), ("node", name), ("zone", name)… -> end of its last use
     families, fam_weights = _weights(cfg.families)
 
     faults: list[Fault] = []
@@ -83,16 +89,17 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
         seconds = min(max(minutes * 60, cfg.duration_min), cfg.duration_max)
         until = min(at + timedelta(seconds=_snap(seconds, spec.tick)), end)
         family = rng.choices(families, fam_weights)[0]
-        picked = _pick(family, rng, cfg.code_share_of_changes, faulty, nodes, registry, busy_until, at)
+        picked = _pick(family, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
         if picked is None:  # nothing of that family is free: fall back to any family that is
             for other in families:
-                picked = _pick(other, rng, cfg.code_share_of_changes, faulty, nodes, registry, busy_until, at)
+                picked = _pick(other, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
                 if picked is not None:
                     break
         if picked is None:
             continue
         kind, app, params, busy_key = picked
-        busy_until[busy_key] = until
+        for key in (busy_key if isinstance(busy_key, list) else [busy_key]):
+            busy_until[key] = max(busy_until.get(key, until), until)  # shared keys stay busy until the last use ends
         faults.append(Fault(id=f"F{len(faults) + 1:02d}", kind=kind, family=registry[kind].family, app=app,
                             start=at, end=until, params=params))
 
@@ -111,9 +118,13 @@ def _snap(seconds: float, tick: float) -> float:
     return max(tick, round(seconds / tick) * tick)
 
 
+BusyKey = tuple[str, str]
+Picked = tuple[str, str, dict[str, Any], Union[BusyKey, list[BusyKey]]]
+
+
 def _pick(family: str, rng: random.Random, code_share: float, faulty: dict[str, list[CuratedChange]],
-          nodes: list[str], registry: dict[str, FaultKind], busy_until: dict[tuple[str, str], datetime],
-          at: datetime) -> Optional[tuple[str, str, dict[str, Any], tuple[str, str]]]:
+          targets: "Targets", registry: dict[str, FaultKind], busy_until: dict[tuple[str, str], datetime],
+          at: datetime) -> Optional[Picked]:
     def free(key: tuple[str, str]) -> bool:
         return busy_until.get(key, at) <= at
 
@@ -129,13 +140,146 @@ def _pick(family: str, rng: random.Random, code_share: float, faulty: dict[str, 
         assert change.fault is not None
         return change.fault.kind, app, {"change": change.id}, (app, change.id)
     kinds = sorted(k for k, v in registry.items() if v.family == family)
-    if not kinds:
-        return None
-    kind = rng.choice(kinds)
-    if kind == "node-failure":
-        up = [n for n in nodes if free(("node", n))]
-        if not up:
-            return None
-        node = rng.choice(up)
-        return kind, "cluster", {"node": node}, ("node", node)
+    rng.shuffle(kinds)
+    for kind in kinds:  # the first kind (in a seeded order) that has a free target
+        chooser = _CHOOSERS.get(kind) or getattr(registry[kind], "choose", None)
+        if chooser is None:  # a plugin's kind that picks its own target when injected
+            choice: Optional[tuple[str, dict[str, Any], list[BusyKey]]] = \
+                ("cluster", {}, [("kind", kind)]) if free(("kind", kind)) else None
+        else:
+            choice = chooser(rng, targets, free)
+        if choice is not None:
+            app, params, keys = choice
+            return kind, app, params, keys
     return None
+
+
+# -- targets of the kinds injected straight into the cluster ------------------------------------
+
+@dataclass(frozen=True)
+class Targets:
+    """What non-change kinds can hit: the nodes (by zone) and the applications.
+
+    A plugin's kind may define ``choose(rng, targets, free) -> (app, params, busy keys) | None``
+    to pick its own target; ``free(key)`` tells whether a busy key (``("node", name)``,
+    ``("zone", name)``, …) is unused at the fault's arrival. Without it, the kind is scheduled
+    with ``app="cluster"`` and empty params."""
+
+    node_zone: dict[str, str]
+    apps: tuple[AppSpec, ...]
+
+    @property
+    def zones(self) -> list[str]:
+        return list(dict.fromkeys(self.node_zone.values()))
+
+    def nodes_in(self, zone: str) -> list[str]:
+        return [n for n, z in self.node_zone.items() if z == zone]
+
+    def zone_keys(self, zone: str) -> list[BusyKey]:
+        """A zone-wide fault occupies the zone and every node in it."""
+        return [("zone", zone)] + [("node", n) for n in self.nodes_in(zone)]
+
+    def others_healthy(self, zone: str, free: "Free") -> bool:
+        """Node and zone faults stay inside one zone at a time, so the repair (moving work
+        out of the troubled machines) always has a healthy zone to move it to."""
+        return all(free(("impaired", z)) for z in self.zones if z != zone)
+
+
+Free = Callable[[BusyKey], bool]
+Choice = Optional[tuple[str, dict[str, Any], list[BusyKey]]]
+
+
+def _node_kind(extra: Callable[[random.Random], dict[str, Any]]) -> Callable[[random.Random, Targets, Free], Choice]:
+    def choose(rng: random.Random, targets: Targets, free: Free) -> Choice:
+        nodes = [n for n, z in targets.node_zone.items()
+                 if free(("node", n)) and free(("zone", z)) and targets.others_healthy(z, free)]
+        if not nodes:
+            return None
+        node = rng.choice(nodes)
+        return "cluster", {"node": node, **extra(rng)}, [("node", node), ("impaired", targets.node_zone[node])]
+    return choose
+
+
+def _zone_kind(extra: Callable[[random.Random], dict[str, Any]]) -> Callable[[random.Random, Targets, Free], Choice]:
+    def choose(rng: random.Random, targets: Targets, free: Free) -> Choice:
+        zones = [z for z in targets.zones
+                 if all(free(k) for k in targets.zone_keys(z)) and targets.others_healthy(z, free)]
+        if not zones:
+            return None
+        zone = rng.choice(zones)
+        return "cluster", {"zone": zone, **extra(rng)}, targets.zone_keys(zone) + [("impaired", zone)]
+    return choose
+
+
+def _zone_partition(rng: random.Random, targets: Targets, free: Free) -> Choice:
+    zones = [z for z in targets.zones if all(free(k) for k in targets.zone_keys(z)) and free(("impaired", z))]
+    if len(zones) < 2 or len(zones) < len(targets.zones):
+        return None
+    zone = rng.choice(zones)
+    peer = rng.choice([z for z in zones if z != zone])
+    return "cluster", {"zone": zone, "peer": peer}, \
+        targets.zone_keys(zone) + targets.zone_keys(peer) + [("impaired", zone), ("impaired", peer)]
+
+
+def _datastores(targets: Targets, needs_auth: bool) -> list[tuple[str, str]]:
+    return [(app.namespace, svc) for app in targets.apps for svc, spec in app.services.items()
+            if spec.datastore is not None and (not needs_auth or svc in _password_datastores(app.root))]
+
+
+@functools.lru_cache(maxsize=32)
+def _password_datastores(root: Path) -> frozenset[str]:
+    """Deployments of the app's manifests that take a ``*PASSWORD`` from a Secret."""
+    out = set()
+    for path in sorted((root / "manifests").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
+                continue
+            for c in (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []:
+                if any(str(e.get("name", "")).endswith("PASSWORD") and "secretKeyRef" in (e.get("valueFrom") or {})
+                       for e in c.get("env") or []):
+                    out.add(doc["metadata"]["name"])
+    return frozenset(out)
+
+
+def _datastore_kind(needs_auth: bool, extra: Callable[[random.Random], dict[str, Any]],
+                    param: str) -> Callable[[random.Random, Targets, Free], Choice]:
+    def choose(rng: random.Random, targets: Targets, free: Free) -> Choice:
+        pool = [(ns, ds) for ns, ds in _datastores(targets, needs_auth) if free(("datastore", f"{ns}/{ds}"))]
+        if not pool:
+            return None
+        ns, ds = rng.choice(pool)
+        return ns, {param: ds, **extra(rng)}, [("datastore", f"{ns}/{ds}")]
+    return choose
+
+
+def _external_outage(rng: random.Random, targets: Targets, free: Free) -> Choice:
+    pool = [(app.namespace, name) for app in targets.apps for name, ext in sorted(app.externals.items())
+            if ext.fallback is not None and free(("external", name))]
+    if not pool:
+        return None
+    ns, name = rng.choice(pool)
+    return ns, {"external": name}, [("external", name)]
+
+
+def _traffic_surge(rng: random.Random, targets: Targets, free: Free) -> Choice:
+    pool = [app.namespace for app in targets.apps if free(("surge", app.namespace))]
+    if not pool:
+        return None
+    ns = rng.choice(pool)
+    return ns, {"utilisation": rng.choice([1.3, 1.6, 2.0])}, [("surge", ns)]
+
+
+_CHOOSERS: dict[str, Callable[[random.Random, Targets, Free], Choice]] = {
+    "node-failure": _node_kind(lambda rng: {}),
+    "cpu-noisy-neighbour": _node_kind(lambda rng: {"steal": rng.choice([0.9, 0.95])}),
+    "disk-pressure": _node_kind(lambda rng: {}),
+    "zone-outage": _zone_kind(lambda rng: {}),
+    "network-latency": _zone_kind(lambda rng: {"latency_ms": rng.choice([120, 250, 400])}),
+    "dependency-dns-zone": _zone_kind(lambda rng: {}),
+    "zone-partition": _zone_partition,
+    "dependency-slow-datastore": _datastore_kind(False, lambda rng: {"latency_ms": rng.choice([150, 250, 450])},
+                                                 "service"),
+    "dependency-credential-expired": _datastore_kind(True, lambda rng: {}, "datastore"),
+    "dependency-external-outage": _external_outage,
+    "traffic-surge": _traffic_surge,
+}

@@ -6,7 +6,7 @@
   user's command for ``--agent-cmd``; its own session/process group, cwd = the workspace, an
   environment scrubbed to ``PATH``, ``HOME`` (= workspace), ``LANG``, ``KUBECONFIG``, ``TMPDIR``
   (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots, minus anything under a hidden
-  path). The endpoint token travels only inside the setup message — never argv or environment.
+  path), plus the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token travels only inside the setup message — never argv or environment.
 * **Isolation.** When ``unshare`` works (detected once per interpreter), the process runs in new
   mount + PID namespaces with a private ``/proc``: it sees no process of ours (no environ,
   cmdline or memory), every ``hide`` path is covered by an empty read-only tmpfs (the workspace
@@ -135,6 +135,15 @@ def _scrubbed_env(home: str, extra: Optional[dict[str, str]] = None) -> dict[str
     }
     env.update(extra or {})
     return env
+
+
+#: Host variables an agent may receive: the LLM agent's endpoint, model and key
+#: (``SREMARATHON_LLM_URL``, ``…_MODEL``, ``…_KEY``, ``…_STEP_SECONDS``).
+PASS_THROUGH_PREFIXES = ("SREMARATHON_LLM_",)
+
+
+def _passed_through() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(PASS_THROUGH_PREFIXES)}
 
 
 def _python_path(hide: list[str]) -> str:
@@ -539,6 +548,7 @@ class AgentHost:
         tmp = self.workspace / ".tmp"
         tmp.mkdir(exist_ok=True)
         return _scrubbed_env(str(self.workspace), {
+            **_passed_through(),
             "KUBECONFIG": self.env.kubeconfig,
             "TMPDIR": str(tmp),
             "PYTHONPATH": _python_path(self.hide),

@@ -25,7 +25,7 @@ from ..twin.objects import pod_is_active, pod_is_ready
 from .base import Fault, FaultKind, World
 from .catalogue import CuratedChange, FaultTag
 
-_MISSING = object()
+MISSING = object()
 
 
 # -- evidence helpers --------------------------------------------------------------------------
@@ -66,15 +66,15 @@ def parse_path(path: str) -> list[Any]:
 
 
 def resolve(obj: Any, path: list[Any]) -> Any:
-    """The value at ``path`` inside ``obj``, or ``_MISSING``."""
+    """The value at ``path`` inside ``obj``, or ``MISSING``."""
     for step in path:
         if isinstance(step, int):
             if not isinstance(obj, list) or step >= len(obj):
-                return _MISSING
+                return MISSING
             obj = obj[step]
         else:
             if not isinstance(obj, dict) or step not in obj:
-                return _MISSING
+                return MISSING
             obj = obj[step]
     return obj
 
@@ -82,8 +82,8 @@ def resolve(obj: Any, path: list[Any]) -> Any:
 def _matches(actual: Any, bad: Optional[str]) -> bool:
     """Does a live value equal the tag's bad value? (``None`` = the bad state is "absent")."""
     if bad is None:
-        return actual is _MISSING
-    if actual is _MISSING or actual is None or isinstance(actual, (dict, list)):
+        return actual is MISSING
+    if actual is MISSING or actual is None or isinstance(actual, (dict, list)):
         return False
     if isinstance(actual, bool):
         actual = str(actual).lower()
@@ -292,7 +292,7 @@ class ConfigFault(ChangeFault):
 
     def live(self, world: World, fault: Fault) -> bool:
         key, bad = self._key(world, fault)
-        return any(_matches(config.get(key, _MISSING), bad)
+        return any(_matches(config.get(key, MISSING), bad)
                    for config in _running_configs(world, fault.app, self.tag(world, fault).service))
 
     def in_head(self, world: World, fault: Fault) -> bool:
@@ -302,7 +302,7 @@ class ConfigFault(ChangeFault):
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError:
             return True
-        return _matches(data.get(key, _MISSING) if isinstance(data, dict) else _MISSING, bad)
+        return _matches(data.get(key, MISSING) if isinstance(data, dict) else MISSING, bad)
 
 
 class ConfigWrongEndpoint(ConfigFault):

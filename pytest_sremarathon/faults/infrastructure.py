@@ -240,15 +240,25 @@ class DiskPressure(FaultKind):
 
 # -- network ----------------------------------------------------------------------------------
 
+def placed_zones(world: World) -> dict[tuple[str, str], set[str]]:
+    """(namespace, service) -> zones where the service has an active pod on a node that is up
+    (ready or not: a pod kept unready by its own cross-zone calls is still a caller there)."""
+    out: dict[tuple[str, str], set[str]] = {(ns, s): set() for ns, app in world.apps.items() for s in app.services}
+    for ns, svc, pod in app_pods(world):
+        if world.cluster.network.node_up.get(pod["spec"].get("nodeName") or "", False):
+            out[(ns, svc)].add(pod_zone(world, pod))
+    return out
+
+
 def partition_gaps(world: World, zones: set[str]) -> list[tuple[str, str, str, str]]:
-    """(namespace, caller, callee, zone): a caller serving in ``zone`` whose callee has no
-    serving pod there, so its calls must cross zones. Callees serving nowhere are skipped:
+    """(namespace, caller, callee, zone): a caller running in ``zone`` whose callee has no
+    ready pod there, so its calls must cross zones. Callees ready nowhere are skipped:
     whatever took them down, it is not the network between the zones."""
-    ready = ready_zones(world)
+    ready, placed = ready_zones(world), placed_zones(world)
     gaps = []
     for ns, app in world.apps.items():
         for svc, spec in app.services.items():
-            for zone in sorted(ready[(ns, svc)] & zones):
+            for zone in sorted(placed[(ns, svc)] & zones):
                 for callee in spec.calls:
                     if ready[(ns, callee)] and zone not in ready[(ns, callee)]:
                         gaps.append((ns, svc, callee, zone))
@@ -263,7 +273,7 @@ class ZonePartition(FaultKind):
     Repair: keep every call zone-local — scale each callee so it has a ready pod in every zone
     where its callers serve (``kubectl scale``), or cordon and drain one side.
     Mitigated when, for every call edge of every app, each zone of the pair where the caller
-    has a ready pod also has a ready pod of the callee. Cleanup: the link is restored and
+    runs a pod also has a ready pod of the callee. Cleanup: the link is restored and
     nodes cordoned on either side are uncordoned."""
 
     name = "zone-partition"
@@ -355,8 +365,9 @@ def utilisation(world: World, ns: str, svc: str) -> float:
 
 class TrafficSurge(FaultKind):
     """A flash crowd (a campaign, a crawler, a retrying partner) multiplies the traffic at one
-    application's ingress. The busiest deployments run at or past their CPU limit; queueing
-    makes every request through them slow.
+    application's ingress. The busiest deployments run past their CPU limit: requests through
+    them slow down, and the share their limit cannot serve waits out its caller's timeout
+    (the twin's ``cpu_overload_timeouts`` is on while a surge lasts).
 
     The multiplier is sized at injection so that the busiest deployment needs
     ``params["utilisation"]`` of its pods' CPU limit.
@@ -384,6 +395,7 @@ class TrafficSurge(FaultKind):
         target = float(fault.params.get("utilisation", 1.6))
         factor = round(min(max(target / busiest, 3.0), 60.0), 1) if busiest > 0 else 10.0
         world.cluster.surge[ns] = factor
+        world.cluster.network.cpu_overload_timeouts = True
         saturated = {s for s, u in usage.items() if u * factor > SATURATED}
         if not saturated:
             saturated = {app.traffic.entry}
@@ -403,3 +415,4 @@ class TrafficSurge(FaultKind):
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.surge.pop(fault.app, None)
+        world.cluster.network.cpu_overload_timeouts = bool(world.cluster.surge)

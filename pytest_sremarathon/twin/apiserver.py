@@ -501,6 +501,8 @@ class ApiServer:
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise _not_found_path()
+        if rt.plural == "secrets" and ctx.method == "GET" and sub is None:
+            self._authorize_secret_read(ctx, rt, ns, name, watch)
         if watch or (sub is None and ctx.method == "GET" and _truthy(ctx.query.get("watch"))):
             if ctx.method != "GET":
                 raise _method_not_allowed()
@@ -585,7 +587,8 @@ class ApiServer:
             if obj is None:
                 raise _not_found(rt, name)
             if self._want_table(ctx):
-                t = tables.table(rt.kind, [obj], self.store.clock(), resource_version=obj["metadata"]["resourceVersion"],
+                t = tables.table(rt.kind, [obj], self.store.clock(),
+                                 resource_version=obj["metadata"]["resourceVersion"],
                                  include_object=ctx.query.get("includeObject", "Metadata"))
                 return 200, _JSON, _dumps(t)
             if self._want_metadata(ctx):
@@ -807,6 +810,21 @@ class ApiServer:
             return status, _JSON, payload
         raise _conflict(rt, name or "", "the object is being modified too often; please try again")
 
+    def _authorize_secret_read(self, ctx: _Ctx, rt: ResourceType, ns: Optional[str], name: Optional[str],
+                               watch: bool) -> None:
+        """Reads that would return Secret data go to the policy point too (``policy.READ_VERBS``);
+        a table or metadata-only answer carries no data and needs no decision. Only denials are
+        recorded."""
+        if self._want_metadata(ctx) or (self._want_table(ctx) and ctx.query.get("includeObject") != "Object"):
+            return
+        verb = "watch" if watch or _truthy(ctx.query.get("watch")) else ("get" if name else "list")
+        req = MutationRequest(actor=ctx.actor, channel="kube", verb=verb, resource=rt.plural, namespace=ns,
+                              name=name, app=ns)
+        decision = self.admission.decide(req)
+        if not decision.allowed:
+            self._record(req, decision, 403)
+            raise self._forbidden(rt, name, decision)
+
     def _record(self, req: MutationRequest, decision: Decision, status: int) -> None:
         try:
             self.admission.record(req, decision, status)
@@ -832,7 +850,7 @@ class ApiServer:
             raise _bad_request(f"the API version in the data ({body.get('apiVersion', '')}) does not match the "
                                f"expected API version ({rt.group_version})" if body.get("apiVersion") not in
                                (None, rt.group_version) else f"expected kind {rt.kind}, got {body['kind']}")
-        obj = copy.deepcopy(body)
+        obj = patching.drop_nulls(body)
         obj["kind"], obj["apiVersion"] = rt.kind, rt.group_version
         md = obj.get("metadata")
         if not isinstance(md, dict):
@@ -930,16 +948,23 @@ class ApiServer:
                 md[f] = cur_md[f]
         if md.get("labels") is None:
             md.pop("labels", None)
-        untouched_spec = "spec" in current and new.get("spec") == current["spec"]
+        untouched_spec = "spec" in current and _canonical(new.get("spec")) == _canonical(current["spec"])
         untouched_template = rt.kind in ("Deployment", "ReplicaSet") and \
-            (new.get("spec") or {}).get("template") == (current.get("spec") or {}).get("template")
-        defaults.apply_defaults(new)
-        # Objects made by the simulation need not carry every default; never introduce defaults
-        # into what the client left alone (a changed pod template would start a rollout).
+            _canonical((new.get("spec") or {}).get("template")) == \
+            _canonical((current.get("spec") or {}).get("template"))
+        pre_default_template = copy.deepcopy((new.get("spec") or {}).get("template"))
+        # Objects made by the simulation need not carry the API's defaults. Default an update only
+        # if the stored object is itself defaulted, and never introduce defaults into what the
+        # client left alone: a changed pod template starts a rollout, and ``rollout undo`` must
+        # restore a template byte for byte to reuse the old ReplicaSet.
+        if defaults.apply_defaults(copy.deepcopy(current)) == current:
+            defaults.apply_defaults(new)
         if untouched_spec:
             new["spec"] = copy.deepcopy(current["spec"])
         elif untouched_template and isinstance(new.get("spec"), dict) and "template" in current.get("spec", {}):
             new["spec"]["template"] = copy.deepcopy(current["spec"]["template"])
+        elif rt.kind == "Deployment" and isinstance(new.get("spec"), dict):
+            self._restore_revision_template(current, new, pre_default_template)
         defaults.validate(new, current)
         if rt.kind == "Service":
             spec = new.setdefault("spec", {})
@@ -948,6 +973,24 @@ class ApiServer:
                 spec["clusterIP"] = cur_spec["clusterIP"]
             self._allocate_service(new)
         return new
+
+    def _restore_revision_template(self, current: dict[str, Any], new: dict[str, Any],
+                                   sent: Optional[dict[str, Any]]) -> None:
+        """If the new pod template is one of the deployment's ReplicaSet templates (``rollout undo``,
+        or setting the old image back), use that ReplicaSet's template verbatim, minus
+        ``pod-template-hash``: kubectl sends Go's empty values (``resources: {}``,
+        ``creationTimestamp: null``) that a JSON-hashing controller would take for a new template."""
+        candidates = [_canonical(sent), _canonical(new["spec"].get("template"))]
+        uid = current["metadata"].get("uid")
+        for rs in self.store.list("ReplicaSet", current["metadata"].get("namespace")):
+            if not any(r.get("uid") == uid for r in rs["metadata"].get("ownerReferences") or []):
+                continue
+            template = copy.deepcopy((rs.get("spec") or {}).get("template") or {})
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            labels.pop("pod-template-hash", None)
+            if _canonical(template) in candidates:
+                new["spec"]["template"] = template
+                return
 
     def _update(self, ctx: _Ctx, rt: ResourceType, ns: Optional[str], name: str,
                 subresource: Optional[str] = None) -> tuple[int, str, bytes]:
@@ -964,7 +1007,7 @@ class ApiServer:
             current = self.store.get(rt.kind, ns, name)
             if current is None:
                 raise _not_found(rt, name)
-            new = self._finish_update(rt, current, copy.deepcopy(body), subresource)
+            new = self._finish_update(rt, current, patching.drop_nulls(body), subresource)
             base_rv = current["metadata"]["resourceVersion"]
 
             def commit() -> tuple[int, bytes]:
@@ -1366,6 +1409,20 @@ class ApiServer:
         if isinstance(resp.body, str) and not resp.content_type.startswith("application/json"):
             return resp.status, resp.content_type, resp.body.encode()
         return resp.status, resp.content_type, _dumps(resp.body)
+
+
+def _canonical(v: Any) -> Any:
+    """``v`` without nulls and empty maps/lists: equal for Go's typed decoding, so equal here."""
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            c = _canonical(x)
+            if c is not None and c != {} and c != []:
+                out[k] = c
+        return out
+    if isinstance(v, list):
+        return [_canonical(x) for x in v]
+    return v
 
 
 def _usage(cpu_millicores: int, memory_bytes: int) -> dict[str, str]:

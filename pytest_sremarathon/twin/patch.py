@@ -1,7 +1,8 @@
 """The four PATCH flavours the API server accepts.
 
 * JSON merge patch (RFC 7386) — :func:`merge_patch`;
-* JSON patch (RFC 6902) — :func:`json_patch`;
+* JSON patch (RFC 6902) — :func:`json_patch` (``null`` members of added values are dropped, as
+  decoding into Go types does);
 * strategic merge patch — :func:`strategic_merge_patch`, with the merge keys of the built-in
   types (containers/env/volumes by ``name``, container ports by ``containerPort``, volumeMounts
   by ``mountPath``, Service ports by ``port``, conditions by ``type`` …), the ``$patch``
@@ -165,14 +166,14 @@ def json_patch(doc: Any, ops: Any) -> Any:
         kind, path = op["op"], op.get("path", "")
         parts = _pointer(path)
         if kind == "add":
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")), path)
+            doc = _add(doc, parts, drop_nulls(op.get("value")), path)
         elif kind == "remove":
             _remove(doc, parts, path)
         elif kind == "replace":
             if parts:
                 _walk(doc, parts, path)  # must exist
                 _remove(doc, parts, path)
-            doc = _add(doc, parts, copy.deepcopy(op.get("value")), path)
+            doc = _add(doc, parts, drop_nulls(op.get("value")), path)
         elif kind in ("move", "copy"):
             src = op.get("from", "")
             value = copy.deepcopy(_walk(doc, _pointer(src), src))
@@ -329,12 +330,14 @@ def apply_patch(live: Optional[dict[str, Any]], applied: Any, kind: str) -> dict
         raise _invalid_patch("apply patch must be a YAML or JSON object")
     if live is None:
         return _strip(copy.deepcopy(applied), SCHEMAS.get(kind, _DEFAULT_SCHEMA))
-    return strategic_merge_patch(live, _drop_nulls(applied), kind)
+    return strategic_merge_patch(live, drop_nulls(applied), kind)
 
 
-def _drop_nulls(v: Any) -> Any:
+def drop_nulls(v: Any) -> Any:
+    """A deep copy without ``null`` members: what decoding into the server's Go types leaves
+    (e.g. the ``creationTimestamp: null`` kubectl sends inside pod templates)."""
     if isinstance(v, dict):
-        return {k: _drop_nulls(x) for k, x in v.items() if x is not None}
+        return {k: drop_nulls(x) for k, x in v.items() if x is not None}
     if isinstance(v, list):
-        return [_drop_nulls(x) for x in v]
+        return [drop_nulls(x) for x in v]
     return v

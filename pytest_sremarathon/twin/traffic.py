@@ -46,6 +46,9 @@ class Network:
     node_cpu_noise: dict[str, float] = field(default_factory=dict)  # millicores stolen by neighbours
     pod_delay_ms: dict[str, float] = field(default_factory=dict)  # pod uid -> added to every request it serves
     externals_down: set[str] = field(default_factory=set)  # third-party APIs answering 503
+    # When on, a pod whose CPU demand passes its limit cannot serve the excess: that share of
+    # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
+    cpu_overload_timeouts: bool = False
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions
@@ -105,6 +108,8 @@ class TrafficEngine:
         self._stack: list[_Frame] = []
         self._endpoints: dict[tuple[str, str], _Endpoint] = {}
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
+        self._shed: dict[str, float] = {}  # pod uid -> share of requests beyond its CPU limit
+        self._mean_work: dict[str, float] = {}  # pod uid -> CPU ms per request served last tick
         self._weight = 1.0
         self._rng = random.Random(0)
         self.stats: dict[tuple[str, str], ServiceStats] = {}
@@ -142,6 +147,26 @@ class TrafficEngine:
             node_rho = (node_load[c.node] + self.network.node_cpu_noise.get(c.node, 0.0)) / capacity
             pod_rho = c.cpu_millicores / c.cpu_limit if c.cpu_limit else 0.0
             self._slowdown[uid] = max(_contention(node_rho), _contention(pod_rho))
+        self._shed.clear()
+        if self.network.cpu_overload_timeouts:
+            self._overload(by_uid)
+
+    def _overload(self, by_uid: dict[str, "Container"]) -> None:
+        """Per (service, zone) — the pods a caller's local-first routing spreads over — the
+        share of the demand measured last tick that the pods' CPU limits cannot serve."""
+        groups: dict[tuple[str, str, str], list[float]] = {}  # -> [demand, limit, work, requests]
+        for uid, c in by_uid.items():
+            g = groups.setdefault((c.namespace, c.service, c.zone), [0.0, 0.0, 0.0, 0.0])
+            g[0] += c.cpu_millicores
+            g[1] += c.cpu_limit
+            g[2] += self._pod_work.get(uid, 0.0)
+            g[3] += self._pod_requests.get(uid, 0.0)
+        for uid, c in by_uid.items():
+            demand, limit, work, requests = groups[(c.namespace, c.service, c.zone)]
+            if requests:
+                self._mean_work[uid] = work / requests
+            if limit and demand > limit:
+                self._shed[uid] = 1.0 - limit / demand
 
     def _port_ok(self, svc: dict[str, Any], ready: list["Container"]) -> bool:
         if not ready:
@@ -273,6 +298,12 @@ class TrafficEngine:
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
+        shed = self._shed.get(target.pod_uid)
+        if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
+            self._pod_work[target.pod_uid] += self._mean_work.get(target.pod_uid, 0.0) * self._weight
+            caller.downstream_ms += timeout_ms
+            self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
+            raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = (target.module.ENDPOINTS if target.module is not None else {}).get(endpoint)
         frame = _Frame(target)
         self._stack.append(frame)
@@ -296,6 +327,7 @@ class TrafficEngine:
         latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms + hop
         latency += self.network.pod_delay_ms.get(target.pod_uid, 0.0)
         self._pod_work[target.pod_uid] += frame.work_ms * self._weight
+        self._pod_requests[target.pod_uid] += self._weight
         self._record(ns, service, latency, failed=error is not None, origin=error.origin if error else None)
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
