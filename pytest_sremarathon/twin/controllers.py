@@ -305,14 +305,18 @@ class EndpointsController:
         self.store = store
 
     def reconcile(self) -> None:
+        by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
+        for p in self.store.list("Pod"):
+            if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                for k, v in (p["metadata"].get("labels") or {}).items():
+                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             selector = svc["spec"].get("selector")
             ready, not_ready = [], []
             if selector:
-                for p in self.store.list("Pod", ns):
-                    if not p["spec"].get("nodeName") or not p.get("status", {}).get("podIP"):
-                        continue
+                first = next(iter(selector.items()))
+                for p in by_label.get((ns, *first), []):
                     if not selector_matches({"matchLabels": selector}, p["metadata"].get("labels") or {}):
                         continue
                     addr = {"ip": p["status"]["podIP"], "nodeName": p["spec"]["nodeName"],

@@ -110,6 +110,7 @@ class Store:
     _by_kind: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = field(default_factory=dict)
     _history: deque = field(init=False)
     _rv: int = 1
+    _sorted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> objects in list order
     _changed: threading.Condition = field(init=False)
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
@@ -141,14 +142,14 @@ class Store:
     def list(self, kind: str, namespace: str | None = None,
              labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Live objects of one kind, sorted by namespace and name (the real server's order)."""
-        out = []
-        for (_, ns, _name), obj in sorted(self._by_kind.get(kind, {}).items()):
-            if namespace and ns != namespace:
-                continue
-            if labels and not matches_labels(obj, labels):
-                continue
-            out.append(obj)
-        return out
+        ordered = self._sorted.get(kind)
+        if ordered is None:
+            ordered = self._sorted[kind] = [obj for _, obj in sorted(self._by_kind.get(kind, {}).items())]
+        if not namespace and not labels:
+            return list(ordered)
+        return [obj for obj in ordered
+                if (not namespace or obj["metadata"].get("namespace", "") == namespace)
+                and (not labels or matches_labels(obj, labels))]
 
     # -- writing ---------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -193,6 +194,7 @@ class Store:
             md["resourceVersion"] = str(self._next_rv())
             self._objects[key] = obj
             self._by_kind.setdefault(kind, {})[key] = obj
+            self._sorted.pop(kind, None)
             self._record("ADDED", obj)
             return obj
 
@@ -221,6 +223,7 @@ class Store:
             key = _key(kind, md.get("namespace"), md["name"])
             self._objects[key] = obj
             self._by_kind[kind][key] = obj
+            self._sorted.pop(kind, None)
             self._record("MODIFIED", obj)
             return obj
 
@@ -240,6 +243,7 @@ class Store:
             if obj is None:
                 raise not_found(kind, name)
             del self._by_kind[kind][key]
+            self._sorted.pop(kind, None)
             obj["metadata"]["resourceVersion"] = str(self._next_rv())
             self._record("DELETED", obj)
             return obj
