@@ -45,7 +45,8 @@ from .twin.apiserver import ApiServer
 from .twin.backend import TwinBackend
 
 SLI_EVERY_TICKS = 2
-SYMPTOM_GRACE = timedelta(minutes=10)  # symptoms outlive a fault's cleanup by a little
+SYMPTOM_GRACE = timedelta(minutes=10)
+WARMUP = timedelta(minutes=5)  # symptoms outlive a fault's cleanup by a little
 
 
 @dataclass
@@ -57,17 +58,44 @@ class MarathonOptions:
     signing_key: Optional[Ed25519PrivateKey] = None
     progress: Optional[Callable[["Progress"], None]] = None
     isolation: str = "auto"
-    backend: str = "twin"  # a name from backend_factories(hook)
+    backend: str = "twin"  # a name from backend_factories(hook), or "prefix:ARG" (kubeconfig:PATH)
+    keep_cluster: bool = False  # a cluster the backend created outlives the run (kind)
 
 
 def backend_factories(hook: Any = None) -> dict[str, Callable[..., Any]]:
-    """Cluster backends by name: the embedded twin plus those from ``sremarathon_backends``
+    """Cluster backends by name: the embedded twin plus those from ``pytest_sremarathon_backends``
     hooks. A factory is called like :class:`TwinBackend` and returns an object with the same
     ``store``/``cluster``/``pipelines``/``server`` attributes and ``tick``/``close`` methods."""
-    factories: dict[str, Callable[..., Any]] = {TwinBackend.name: TwinBackend}
-    for extra in (hook.sremarathon_backends() if hook else []):
+    from .kube import BACKENDS  # kind, kubeconfig:PATH (a name ending in ":" takes an argument)
+
+    factories: dict[str, Callable[..., Any]] = {TwinBackend.name: TwinBackend, **BACKENDS}
+    for extra in (hook.pytest_sremarathon_backends() if hook else []):
         factories.update(extra or {})
     return factories
+
+
+def resolve_backend(name: str, hook: Any = None, **options: Any) -> Optional[Callable[..., Any]]:
+    """The factory for ``name`` (None if unknown): an exact name, or ``prefix:ARG`` for a
+    factory registered as ``prefix:`` (called with ``target=ARG``); the ``options`` it accepts
+    (``keep_cluster``) are bound."""
+    import functools
+    import inspect
+
+    factories = backend_factories(hook)
+    factory, bound = (None if name.endswith(":") else factories.get(name)), {}
+    if factory is None:
+        prefix, sep, arg = name.partition(":")
+        factory = factories.get(prefix + ":") if sep and arg else None
+        bound["target"] = arg
+    if factory is None:
+        return None
+    try:
+        params = inspect.signature(factory).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        bound.update({k: v for k, v in options.items() if takes_any or k in params})
+    except (TypeError, ValueError):
+        pass
+    return functools.partial(factory, **bound) if bound else factory
 
 
 @dataclass(frozen=True)
@@ -152,7 +180,7 @@ class Marathon:
         self.options = options
         self.hook = hook
         spec = scenario.spec
-        self.clock = VirtualClock(EPOCH)
+        self.clock = VirtualClock(EPOCH - WARMUP)  # the cluster comes up before the run starts
         self.start_time = EPOCH
         self.end_time = EPOCH + timedelta(seconds=spec.duration)
         self.tick_seconds = spec.tick
@@ -160,7 +188,7 @@ class Marathon:
         self.segments = segment_windows(scenario)
         self.apps: dict[str, AppSpec] = {a.namespace: a for a in scenario.apps}
         self.registry: dict[str, FaultKind] = builtin_registry()
-        for kinds in (hook.sremarathon_fault_kinds() if hook else []):
+        for kinds in (hook.pytest_sremarathon_fault_kinds() if hook else []):
             for kind in kinds or []:
                 self.registry[kind.name] = kind()
         self.touches = _AgentTouches()
@@ -214,7 +242,10 @@ class Marathon:
         self.private_dir = Path(tempfile.mkdtemp(prefix="sremarathon-private-"))
         self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
         agent_token = secrets.token_urlsafe(24)
-        factory = backend_factories(self.hook)[self.options.backend]
+        factory = resolve_backend(self.options.backend, self.hook, keep_cluster=self.options.keep_cluster)
+        if factory is None:
+            raise ValueError(f"unknown backend {self.options.backend!r}; available: "
+                             f"{', '.join(sorted(backend_factories(self.hook)))}")
         self.backend = factory(self.scenario, self.clock, emit=self.emit, admission=self.admission,
                                private_dir=self.private_dir, tokens={agent_token: "agent"})
         self.store, self.cluster, self.pipelines = self.backend.store, self.backend.cluster, self.backend.pipelines
@@ -224,6 +255,9 @@ class Marathon:
         targets = {"service": [f"{ns}/{s}" for ns, a in sorted(self.apps.items()) for s in a.services],
                    "node": [n for n, _ in self.cluster.topology.node_names()]}
         self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(spec.alerts.noise, rng, targets))
+        while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
+            self.clock.advance(self.tick_seconds)
+            self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
@@ -272,7 +306,7 @@ class Marathon:
             "isolation": self.host.isolation if self.host else "none",
             "virtual_seconds": (self.clock.now - self.start_time).total_seconds()})
         bundle = open_bundle(archive)
-        scorer = self.hook.sremarathon_choose_scorer(bundle=bundle) if self.hook else None
+        scorer = self.hook.pytest_sremarathon_choose_scorer(bundle=bundle) if self.hook else None
         score = scorer(bundle) if scorer else score_bundle(bundle)
         shutil.rmtree(self.run_dir, ignore_errors=True)  # the archive holds everything now
         shutil.rmtree(self.private_dir, ignore_errors=True)
@@ -405,11 +439,11 @@ class Marathon:
                               new_alerts=list(self._changed_since_step.values()))
         self._changed_since_step = {}
         if self.hook:
-            self.hook.sremarathon_adjust_observation(observation=obs, marathon=self)
+            self.hook.pytest_sremarathon_adjust_observation(observation=obs, marathon=self)
         outcome = self.host.step(obs)
         self._record_step(self._steps, outcome)
         if self.hook:
-            self.hook.sremarathon_step_report(step=self._steps, outcome=outcome, marathon=self)
+            self.hook.pytest_sremarathon_step_report(step=self._steps, outcome=outcome, marathon=self)
 
     def _record_step(self, step: int, outcome: StepOutcome) -> None:
         self._wall_steps.append(outcome.wall_seconds)
