@@ -1,0 +1,583 @@
+"""Change-induced fault kinds on a real twin running the shop.
+
+For every faulty curated change of the shop: inject it through its kind (commit + deploy through
+the real pipeline), run the cluster until the kind's documented effects show in the evidence
+(alert conditions, metrics, pod status, logs), check the mitigation condition stays false after
+wrong repairs (rolling back a benign change, restarting the pods), turns true after the documented
+repair (reverting the faulty change through the pipeline) and stays true.
+
+Plus the catalogue's own rules, for every app under ``scenarios/apps/``: each curated change
+applies on its own and builds, changes edit disjoint regions (any subset applies in any order),
+and a faulty change reverts cleanly under later changes and re-applies after its revert.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import textwrap
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+import yaml
+
+from pytest_sremarathon.alerts.rules import (crash_looping, high_error_rate, latency_slo_burn, memory_near_limit,
+                                             oom_killed, pods_not_ready)
+from pytest_sremarathon.apps import AppSpec, load_app
+from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.faults import Fault, builtin_registry
+from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
+from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
+from pytest_sremarathon.pipeline.build import build
+from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
+from pytest_sremarathon.pipeline.service import PipelineError, Pipelines, apply_edit
+from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.twin.objects import pod_is_active, pod_is_ready
+from pytest_sremarathon.twin.runtime import ArtifactStore
+from pytest_sremarathon.twin.scheduler import ZONE
+from pytest_sremarathon.twin.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+APPS = REPO / "scenarios" / "apps"
+INTERNALS = REPO / "docs" / "INTERNALS.md"
+SHOP = APPS / "shop"
+REGISTRY = builtin_registry()
+RULES = {"ServiceHighErrorRate": high_error_rate, "ServiceLatencySLOBurn": latency_slo_burn,
+         "KubePodCrashLooping": crash_looping, "KubeContainerOOMKilled": oom_killed,
+         "KubePodNotReady": pods_not_ready, "ContainerMemoryNearLimit": memory_near_limit}
+START_HOUR = 14  # afternoon traffic (diurnal ≈ 0.9 of the peak)
+
+
+# -- a world the fault kinds act on: the shop on a real twin, behind the real pipeline ----------
+class TwinWorld:
+    """What ``Marathon.start()`` builds, minus the agent and the recorder (implements ``World``)."""
+
+    def __init__(self, tmp_path: Path, app_root: Path = SHOP) -> None:
+        app = load_app(app_root)
+        self.app = app
+        self.ns = app.namespace
+        self.apps: dict[str, AppSpec] = {app.namespace: app}
+        self.catalogue = {c.id: c for c in load_catalogue(app_root)}
+        self.clock = VirtualClock(EPOCH + timedelta(hours=START_HOUR))
+        self.store = Store(self.clock)
+        self.cluster = TwinCluster(self.store, [app], ArtifactStore())
+        self.cluster.bootstrap()
+        self.pipelines = Pipelines([app], self.cluster, tmp_path / "repos", self.clock, lambda _t, _d: None)
+        self.pipelines.deploy(self.ns, "HEAD", "orchestrator")
+        self.ticks = 0
+
+    def curated(self, app: str, change_id: str) -> CuratedChange:
+        return self.catalogue[change_id]
+
+    def tick(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.ticks += 1
+            self.clock.advance(30)
+            self.cluster.tick(30, random.Random(f"tick:{self.ticks}"))
+
+    # -- evidence ------------------------------------------------------------------------------
+    def pods(self, service: str) -> list[dict[str, Any]]:
+        return [p for p in self.store.list("Pod", self.ns)
+                if (p["metadata"].get("labels") or {}).get("app") == service and pod_is_active(p)]
+
+    def metric(self, service: str, name: str, n: int = 1) -> list[float]:
+        return self.cluster.metrics.window(self.ns, service, name, n)
+
+    def logs(self, service: str) -> str:
+        lines = []
+        for c in self.cluster.kubelet.containers.values():
+            if c.namespace == self.ns and c.service == service:
+                lines += [line for _, line in c.previous_logs] + [line for _, line in c.logs]
+        return "\n".join(lines)
+
+    def alerting(self) -> set[tuple[str, str]]:
+        """(rule, service) for every alert condition that holds right now."""
+        return {(name, labels["service"]) for name, rule in RULES.items()
+                for labels, _, _ in rule(self.cluster, self.apps) if "service" in labels}
+
+    def zone_of(self, pod: dict[str, Any]) -> str:
+        node = self.store.get("Node", None, pod["spec"].get("nodeName", ""))
+        return (node or {"metadata": {"labels": {}}})["metadata"]["labels"].get(ZONE, "")
+
+    def all_ready(self) -> bool:
+        return all(sum(pod_is_ready(p) for p in self.pods(s)) >= 1 for s in self.app.services)
+
+
+# -- what each faulty shop change documents, as checks over the evidence ------------------------
+@dataclass
+class Evidence:
+    alerts: set[tuple[str, str]] = field(default_factory=set)  # seen at any tick since injection
+    baseline: dict[tuple[str, str], float] = field(default_factory=dict)  # (service, metric) before
+
+
+@dataclass
+class Expect:
+    alerts: set[tuple[str, str]] = field(default_factory=set)  # (rule, service) that must have fired
+    logs: dict[str, str] = field(default_factory=dict)  # service -> text in its pod logs
+    check: Optional[Callable[[TwinWorld, Evidence], bool]] = None
+    why: str = ""
+    max_ticks: int = 20
+
+
+def _single_zone(service: str, replicas: int) -> Callable[[TwinWorld, Evidence], bool]:
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        pods = w.pods(service)
+        return len(pods) == replicas and all(pod_is_ready(p) for p in pods) and len({w.zone_of(p) for p in pods}) == 1
+    return check
+
+
+def _rate_multiplied(service: str, factor: float) -> Callable[[TwinWorld, Evidence], bool]:
+    def check(w: TwinWorld, e: Evidence) -> bool:
+        now = sum(w.metric(service, "requests_per_second", 4)) / 4
+        return now >= factor * e.baseline[(service, "requests_per_second")]
+    return check
+
+
+def _no_endpoints(service: str) -> Callable[[TwinWorld, Evidence], bool]:
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        ep = w.store.get("Endpoints", w.ns, service) or {}
+        return w.pods(service) != [] and not any(s.get("addresses") for s in ep.get("subsets") or [])
+    return check
+
+
+def _no_pods(service: str) -> Callable[[TwinWorld, Evidence], bool]:
+    return lambda w, _e: w.pods(service) == []
+
+
+def _memory_grew(service: str, factor: float) -> Callable[[TwinWorld, Evidence], bool]:
+    return lambda w, e: max(w.metric(service, "memory_bytes", 20)) >= factor * e.baseline[(service, "memory_bytes")]
+
+
+def _unready_new_pod(service: str) -> Callable[[TwinWorld, Evidence], bool]:
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        unready = [p for p in w.pods(service) if p["status"].get("phase") == "Running" and not pod_is_ready(p)]
+        ready = [p for p in w.pods(service) if pod_is_ready(p)]
+        events = [ev for ev in w.store.list("Event", w.ns) if ev["reason"] == "Unhealthy"
+                  and "Readiness probe failed" in ev["message"]
+                  and any(ev["involvedObject"]["name"] == p["metadata"]["name"] for p in unready)]
+        return bool(unready) and bool(ready) and bool(events)  # the old pods keep serving
+    return check
+
+
+def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
+    return lambda w, e: all(c(w, e) for c in checks)
+
+
+ERR, SLO, CRASH, OOM, NOTREADY, MEM = ("ServiceHighErrorRate", "ServiceLatencySLOBurn", "KubePodCrashLooping",
+                                       "KubeContainerOOMKilled", "KubePodNotReady", "ContainerMemoryNearLimit")
+
+SHOP_EFFECTS: dict[str, Expect] = {
+    # code
+    "currency-minor-units": Expect({(ERR, "frontend")}, {"currency": "KeyError: 'JPY'"},
+                                   why="JPY conversions raise in currency; the storefront fails with them"),
+    "cart-legacy-encoding": Expect({(ERR, "cart")}, {"cart": "TypeError"}, why="non-empty carts raise in cart"),
+    "recommendation-per-item-lookup": Expect({(SLO, "recommendation")}, check=_rate_multiplied("productcatalog", 2),
+                                             why="N+1 catalog calls per recommendation"),
+    "shipping-rate-card": Expect({(CRASH, "shipping")}, {"shipping": "missing configuration key 'CARRIER_RATES_JSON'"},
+                                 why="new shipping pods crash in startup(); old ones serve"),
+    "catalog-popularity-report": Expect({(MEM, "productcatalog"), (OOM, "productcatalog")},
+                                        check=_memory_grew("productcatalog", 2), max_ticks=120,
+                                        why="productcatalog memory grows until OOMKilled"),
+    "recommendation-consistent-catalog": Expect({(SLO, "recommendation")}, check=_rate_multiplied("productcatalog", 3),
+                                                why="25 catalog reads per recommendation saturate the catalog"),
+    "catalog-money-prices": Expect({(ERR, "frontend"), (ERR, "checkout")},
+                                   {"frontend": "KeyError: 'price_usd'", "checkout": "KeyError: 'price_usd'"},
+                                   check=lambda w, _e: max(w.metric("productcatalog", "error_ratio", 10)) == 0,
+                                   why="the callers break on the new shape; the catalog answers 200"),
+    # config
+    "checkout-payments-gateway": Expect({(ERR, "checkout")}, {"checkout": "no such host"},
+                                        why="checkout calls a Service that does not exist"),
+    "frontend-fail-fast": Expect({(ERR, "frontend")}, {"frontend": "deadline exceeded"},
+                                 why="a 4 ms timeout on every frontend call"),
+    "recommendation-personalized-rollout": Expect({(SLO, "recommendation"), (SLO, "frontend")},
+                                                  why="the ranking model saturates recommendation's CPU"),
+    "frontend-currency-connections": Expect({(ERR, "frontend")}, {"frontend": "currency pool limit of size 3 reached"},
+                                            why="home pages need four connections at once"),
+    "email-relay-sidecar": Expect({(ERR, "email"), (ERR, "checkout")},
+                                  {"email": "missing configuration key 'MAIL_RELAY_ADDR'"},
+                                  why="email reads a key the change removed"),
+    # manifests
+    "recommendation-right-size-memory": Expect({(OOM, "recommendation"), (CRASH, "recommendation")},
+                                               why="the new pods are OOM-killed at start"),
+    "currency-faster-readiness": Expect({(NOTREADY, "currency")}, check=_unready_new_pod("currency"),
+                                        why="the new pod never passes its readiness probe"),
+    "shipping-tier-label": Expect({(ERR, "shipping"), (ERR, "checkout")}, check=_no_endpoints("shipping"),
+                                  why="the Service selects no pods"),
+    "ad-service-port-80": Expect({(ERR, "ad")}, why="the Service targets a port no container listens on"),
+    "email-pause-workers": Expect({(ERR, "email"), (ERR, "checkout")}, check=_no_pods("email"),
+                                  why="email scaled to zero"),
+    "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
+}
+
+SHOP_CATALOGUE = load_catalogue(SHOP)
+SHOP_FAULTY = [c for c in SHOP_CATALOGUE if c.faulty]
+SHOP_BENIGN = [c for c in SHOP_CATALOGUE if not c.faulty]
+
+
+def _service(c: CuratedChange) -> str:
+    assert c.fault is not None
+    return c.fault.service
+
+
+def _touched_services(c: CuratedChange) -> set[str]:
+    return {Path(e.file).stem for e in c.edits}
+
+
+def _wrong_rollback_target(world: TwinWorld, faulty: CuratedChange) -> CuratedChange:
+    """A benign change, preferably to the same service (the tempting wrong rollback)."""
+    same = [c for c in SHOP_BENIGN if _service(faulty) in _touched_services(c)]
+    return (same or SHOP_BENIGN)[0]
+
+
+def _inject(world: TwinWorld, change: CuratedChange) -> tuple[ChangeFault, Fault]:
+    assert change.fault is not None
+    kind = REGISTRY[change.fault.kind]
+    assert isinstance(kind, ChangeFault)
+    fault = Fault(id="F01", kind=kind.name, family=kind.family, app=world.ns, start=world.clock.now,
+                  end=world.clock.now + timedelta(hours=2), params={"change": change.id})
+    kind.inject(world, fault)
+    fault.injected = True
+    return kind, fault
+
+
+def _warm(world: TwinWorld) -> Evidence:
+    world.tick(4)
+    for _ in range(10):
+        if world.all_ready():
+            break
+        world.tick()
+    assert world.all_ready(), "the shop did not come up"
+    world.tick(4)
+    assert not world.alerting(), f"the healthy shop already alerts: {world.alerting()}"
+    ev = Evidence()
+    for svc in world.app.services:
+        for name in ("requests_per_second", "memory_bytes", "cpu_millicores"):
+            ev.baseline[(svc, name)] = sum(world.metric(svc, name, 4)) / 4
+    return ev
+
+
+def _effects_shown(world: TwinWorld, ev: Evidence, expect: Expect) -> list[str]:
+    """What of the documented effects is still missing (empty: all shown)."""
+    missing = [f"alert {rule} on {svc}" for rule, svc in sorted(expect.alerts - ev.alerts)]
+    missing += [f"{text!r} in the logs of {svc}" for svc, text in expect.logs.items() if text not in world.logs(svc)]
+    if expect.check is not None and not expect.check(world, ev):
+        missing.append("the kind-specific check")
+    return missing
+
+
+def _run_until_effects(world: TwinWorld, kind: ChangeFault, fault: Fault, ev: Evidence, expect: Expect) -> None:
+    missing: list[str] = ["(not run)"]
+    for _ in range(expect.max_ticks):
+        world.tick()
+        ev.alerts |= world.alerting()
+        assert not kind.mitigated(world, fault), "the fault reads as mitigated while it is live"
+        missing = _effects_shown(world, ev, expect)
+        if not missing:
+            return
+    pytest.fail(f"{fault.params['change']} ({expect.why}): after {expect.max_ticks} ticks still missing: "
+                f"{'; '.join(missing)}; alerts seen: {sorted(ev.alerts)}")
+
+
+def _hold(world: TwinWorld, kind: ChangeFault, fault: Fault, want: bool, ticks: int, what: str) -> None:
+    for i in range(ticks):
+        world.tick()
+        assert kind.mitigated(world, fault) is want, f"{what}: mitigated() is {not want} at tick {i + 1}"
+
+
+def _until_mitigated(world: TwinWorld, kind: ChangeFault, fault: Fault, max_ticks: int = 20) -> int:
+    for i in range(max_ticks):
+        world.tick()
+        if kind.mitigated(world, fault):
+            return i + 1
+    pytest.fail(f"not mitigated {max_ticks} ticks after the documented repair")
+
+
+def _restart_pods(world: TwinWorld, service: str) -> None:
+    for p in world.pods(service):
+        world.store.delete("Pod", world.ns, p["metadata"]["name"])
+
+
+# -- the kinds themselves ---------------------------------------------------------------------------
+def _internals_change_kinds() -> set[str]:
+    """Kind names in the change-induced rows of the INTERNALS.md fault-kind table."""
+    kinds = set()
+    for line in INTERNALS.read_text().splitlines():
+        if re.match(r"\| (code|config|manifest) \(`\w+Fault`\)", line):
+            kinds |= set(re.findall(r"\b((?:code|config|manifest)-[a-z-]+)\b", line.split("|")[2]))
+    return kinds
+
+
+def test_every_documented_change_kind_is_registered_with_its_family() -> None:
+    documented = _internals_change_kinds()
+    assert len(documented) == 17
+    assert documented == {k.name for k in CHANGE_KINDS}
+    for name in documented:
+        assert name in REGISTRY and REGISTRY[name].family == "change"
+
+
+@pytest.mark.parametrize("kind", CHANGE_KINDS, ids=lambda k: k.name)
+def test_kind_documents_effects_and_repair(kind: type[ChangeFault]) -> None:
+    doc = kind.__doc__ or ""
+    assert "Effects" in doc and "Repair" in doc, f"{kind.__name__} must document its effects and repair"
+    assert kind.description
+
+
+@pytest.mark.parametrize("kind", CHANGE_KINDS, ids=lambda k: k.name)
+def test_every_change_kind_has_a_faulty_shop_change(kind: type[ChangeFault]) -> None:
+    assert any(c.fault and c.fault.kind == kind.name for c in SHOP_FAULTY)
+
+
+def test_shop_catalogue_size() -> None:
+    assert len(SHOP_FAULTY) >= 12
+    assert len(SHOP_BENIGN) >= 3 * len(SHOP_FAULTY)
+    assert set(SHOP_EFFECTS) == {c.id for c in SHOP_FAULTY}, "every faulty shop change needs its expected effects"
+    families = {c.fault.kind.split("-")[0] for c in SHOP_FAULTY if c.fault}
+    assert families == {"code", "config", "manifest"}
+
+
+def test_field_paths() -> None:
+    path = parse_path('spec.template.spec.containers[0].resources.limits["memory"]')
+    assert path == ["spec", "template", "spec", "containers", 0, "resources", "limits", "memory"]
+    assert parse_path("metadata.labels['app.kubernetes.io/name']") == ["metadata", "labels", "app.kubernetes.io/name"]
+    doc = {"spec": {"ports": [{"targetPort": 80}]}}
+    assert resolve(doc, parse_path("spec.ports[0].targetPort")) == 80
+    assert resolve(doc, parse_path("spec.ports[1].targetPort")) is MISSING
+    with pytest.raises(ValueError):
+        parse_path("spec..x[")
+
+
+def test_impact_sets_follow_the_call_graph(tmp_path: Path) -> None:
+    """Symptoms show on the broken service and its callers; a contract break shows on the
+    callers only; a retry storm also on the callee (and its other callers)."""
+    world = TwinWorld(tmp_path)
+    app = world.app
+    impact = {c.id: REGISTRY[c.fault.kind].symptoms_from(world, "shop", c.fault.service)
+              for c in SHOP_FAULTY if c.fault}
+    assert impact["currency-minor-units"] == {("shop", s) for s in {"currency"} | app.callers_of("currency")}
+    assert impact["catalog-money-prices"] == {("shop", s) for s in app.callers_of("productcatalog")}
+    assert ("shop", "productcatalog") not in impact["catalog-money-prices"]
+    assert impact["recommendation-consistent-catalog"] >= {("shop", "recommendation"), ("shop", "productcatalog"),
+                                                           ("shop", "checkout"), ("shop", "frontend")}
+
+
+# -- inject, observe, repair wrongly, repair rightly -----------------------------------------------
+@pytest.mark.parametrize("change", SHOP_FAULTY, ids=lambda c: f"{c.fault.kind}:{c.id}")
+def test_fault_effects_and_mitigation(change: CuratedChange, tmp_path: Path) -> None:
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    expect = SHOP_EFFECTS[change.id]
+    kind, fault = _inject(world, change)
+    service = _service(change)
+    assert fault.component == f"service:shop/{service}" and fault.change
+    assert kind.in_head(world, fault)
+
+    # 1. the documented effects show, and the fault is not mitigated meanwhile
+    _run_until_effects(world, kind, fault, ev, expect)
+    assert fault.impact >= {("shop", s) for _, s in expect.alerts}, "alerted services must be in the impact set"
+
+    # 2. wrong repair: a benign change lands after the fault, and the agent rolls *it* back
+    benign = _wrong_rollback_target(world, change)
+    committed = world.pipelines.commit_edits("shop", [(e.file, e.find, e.replace) for e in benign.edits],
+                                             benign.message, benign.author)
+    world.pipelines.deploy("shop", "HEAD", "orchestrator")
+    world.tick(2)
+    world.pipelines.revert("shop", committed.id, "agent")
+    _hold(world, kind, fault, False, 6, f"after rolling back the benign {benign.id}")
+
+    # 3. wrong repair: restart the service's pods (the bad deploy comes back as it was)
+    _restart_pods(world, service)
+    assert not kind.mitigated(world, fault)
+    _hold(world, kind, fault, False, 6, "after restarting the pods")
+
+    # 4. the documented repair: revert the faulty change through the pipeline
+    world.pipelines.revert("shop", fault.change or "", "agent")
+    assert not kind.in_head(world, fault)
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 10, "after the revert")
+    left = {(r, s) for r, s in world.alerting() if ("shop", s) in fault.impact}
+    assert not left, f"symptoms outlive the repair: {sorted(left)}"
+
+    # the on-call cleanup has nothing left to do, and does nothing
+    changes_before = len(world.pipelines.changes("shop"))
+    kind.cleanup(world, fault)
+    assert len(world.pipelines.changes("shop")) == changes_before
+
+
+def test_cleanup_reverts_a_live_fault(tmp_path: Path) -> None:
+    world = TwinWorld(tmp_path)
+    _warm(world)
+    kind, fault = _inject(world, world.catalogue["email-relay-sidecar"])
+    world.tick(4)
+    assert not kind.mitigated(world, fault) and kind.in_head(world, fault)
+    kind.cleanup(world, fault)
+    assert not kind.in_head(world, fault)
+    _until_mitigated(world, kind, fault)
+
+
+def test_cleanup_falls_back_to_the_inverse_edit(tmp_path: Path) -> None:
+    """When git cannot revert (a later change touched the same lines), the on-call writes the
+    inverse edit by hand."""
+    world = TwinWorld(tmp_path)
+    _warm(world)
+    kind, fault = _inject(world, world.catalogue["frontend-currency-connections"])
+    world.tick(2)
+    # a hand-written follow-up that sits right next to the faulty line makes `git revert` conflict
+    world.pipelines.commit_edits("shop", [("config/frontend.yaml", "CURRENCY_POOL_SIZE: '3'\n",
+                                           "CURRENCY_POOL_SIZE: '3'\nCURRENCY_POOL_IDLE_S: '30'\n")],
+                                 "frontend: close idle currency connections after 30s", "Aisha Karimi <aisha@shop.example>")
+    with pytest.raises(PipelineError):
+        world.pipelines.revert("shop", fault.change or "", "agent")
+    kind.cleanup(world, fault)
+    assert not kind.in_head(world, fault)
+    _until_mitigated(world, kind, fault)
+
+
+# -- manifests: the other documented repair, a hand fix of the live object ----------------------------
+def _hand_fix(obj: dict[str, Any], base: dict[str, Any], path: list[Any]) -> None:
+    """Make ``obj`` agree with the good manifest ``base`` at ``path``: set the base value, or
+    drop the first step of the path the base does not have."""
+    for depth in range(1, len(path) + 1):
+        if resolve(base, path[:depth]) is MISSING:
+            parent = resolve(obj, path[:depth - 1]) if depth > 1 else obj
+            del parent[path[depth - 1]]
+            return
+    parent = resolve(obj, path[:-1])
+    parent[path[-1]] = copy.deepcopy(resolve(base, path))
+
+
+def _base_doc(kind: str, name: str) -> dict[str, Any]:
+    for p in sorted((SHOP / "manifests").glob("*.yaml")):
+        for doc in yaml.safe_load_all(p.read_text()):
+            if doc and doc.get("kind") == kind and doc["metadata"]["name"] == name:
+                return doc
+    raise AssertionError(f"no {kind}/{name} in the shop's manifests")
+
+
+MANIFEST_FAULTS = [c for c in SHOP_FAULTY if c.fault and isinstance(REGISTRY[c.fault.kind], ManifestFault)]
+
+
+@pytest.mark.parametrize("change", MANIFEST_FAULTS, ids=lambda c: f"{c.fault.kind}:{c.id}")
+def test_manifest_fault_fixed_on_the_live_object(change: CuratedChange, tmp_path: Path) -> None:
+    """Fixing the field on the live object mitigates; the next deploy of the unrepaired manifest
+    brings the fault back (the fix has to reach the repository to last)."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    kind, fault = _inject(world, change)
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS[change.id])
+    tag = change.fault
+    assert tag is not None and tag.object and tag.field
+    live = copy.deepcopy(world.store.get(tag.object, "shop", tag.service))
+    _hand_fix(live, _base_doc(tag.object, tag.service), parse_path(tag.field))
+    world.store.replace(live, check_rv=False)
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 4, "after the hand fix")
+    if tag.object != "Deployment":
+        return  # the pipeline re-applies only objects whose rendered manifest changed
+    # an unrelated deploy re-applies the Deployment from the repository, fault included
+    benign = _wrong_rollback_target(world, change)
+    world.pipelines.commit_edits("shop", [(e.file, e.find, e.replace) for e in benign.edits], benign.message,
+                                 benign.author)
+    world.pipelines.deploy("shop", "HEAD", "orchestrator")
+    _hold(world, kind, fault, False, 4, "after a deploy of the unrepaired manifest")
+
+
+# -- the curated catalogues of every app ----------------------------------------------------------
+def _app_dirs() -> list[Path]:
+    return sorted(p for p in APPS.iterdir() if (p / "app.yaml").exists())
+
+
+def _with_changes() -> list[Any]:
+    out = []
+    for root in _app_dirs():
+        marks = [] if load_catalogue(root) else [pytest.mark.skip(reason=f"{root.name} has no curated changes")]
+        out.append(pytest.param(root, id=root.name, marks=marks))
+    return out
+
+
+def _source(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for d in REPO_FILES if (root / d).is_dir()
+            for p in sorted((root / d).rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+            and p.suffix != ".pyc"}
+
+
+def _apply(files: dict[str, str], change: CuratedChange) -> dict[str, str]:
+    out = dict(files)
+    for e in change.edits:
+        assert e.file in out, f"{change.id}: {e.file} does not exist"
+        edited = apply_edit(out[e.file], e.find, e.replace)
+        assert edited is not None, f"{change.id}: the text it edits is not in {e.file}"
+        out[e.file] = edited
+    return out
+
+
+def _span(text: str, find: str) -> tuple[int, int]:
+    """Lines [start, end) of ``text`` the edit's ``find`` covers (as apply_edit locates it)."""
+    for indent in ("", "    ", "        ", "            "):
+        f = textwrap.indent(find, indent)
+        at = 0 if text.startswith(f) else ("\n" + text).find("\n" + f)
+        if at >= 0:
+            start = text[:at].count("\n")
+            return start, start + f.rstrip("\n").count("\n") + 1
+    raise AssertionError(f"{find!r} not found")
+
+
+@pytest.mark.parametrize("root", _with_changes())
+def test_every_curated_change_applies_alone_and_builds(root: Path) -> None:
+    app, files = load_app(root), _source(root)
+    for change in load_catalogue(root):
+        build(app, _apply(files, change))  # raises BuildError (unit tests, imports) on failure
+        assert change.message and "<" in change.author, f"{change.id}: give an author and a message"
+        if change.fault is not None:
+            assert change.fault.service in app.services, f"{change.id}: unknown service {change.fault.service}"
+
+
+@pytest.mark.parametrize("root", _with_changes())
+def test_curated_changes_edit_separate_regions(root: Path) -> None:
+    """No two changes edit the same or adjacent lines (git could not revert one under the other),
+    so any subset applies in any order."""
+    files = _source(root)
+    catalogue = load_catalogue(root)
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for change in catalogue:
+        for e in change.edits:
+            spans.setdefault(e.file, []).append((*_span(files[e.file], e.find), change.id))
+    for path, edits in spans.items():
+        edits.sort()
+        for (s1, e1, c1), (s2, e2, c2) in zip(edits, edits[1:]):
+            assert c1 == c2 or s2 > e1, (f"{path}: {c1} (lines {s1 + 1}-{e1}) and {c2} (lines {s2 + 1}-{e2}) "
+                                         "need at least one untouched line between them")
+    app = load_app(root)
+    for order in (catalogue, catalogue[::-1], random.Random(7).sample(catalogue, len(catalogue))):
+        current = files
+        for change in order:
+            current = _apply(current, change)
+        build(app, current)
+
+
+@pytest.mark.parametrize("root", _with_changes())
+def test_faulty_changes_revert_under_later_changes_and_reapply(root: Path, tmp_path: Path) -> None:
+    catalogue = load_catalogue(root)
+    repo = GitRepo.create(tmp_path / "repo", root, EPOCH, "import")
+    who = Author("dev", "dev@example.com")
+    commits: dict[str, str] = {}
+    for change in random.Random(3).sample(catalogue, len(catalogue)):
+        for e in change.edits:
+            target = repo.path / e.file
+            edited = apply_edit(target.read_text(), e.find, e.replace)
+            assert edited is not None, f"{change.id} does not apply after the others"
+            target.write_text(edited)
+        commits[change.id] = repo.commit_all(change.message, who, EPOCH)
+    for change in catalogue:
+        if change.faulty:
+            repo.revert(commits[change.id], who, EPOCH)  # raises GitError on a conflict
+    for change in catalogue:
+        if change.faulty:
+            for e in change.edits:
+                target = repo.path / e.file
+                edited = apply_edit(target.read_text(), e.find, e.replace)
+                assert edited is not None, f"{change.id} does not re-apply after its revert"
+                target.write_text(edited)
