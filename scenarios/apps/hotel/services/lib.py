@@ -54,7 +54,7 @@ def hotel(hotel_id):
         "id": str(i), "name": name, "phone_number": phone, "description": description,
         "address": {"street_number": number, "street_name": street, "city": "San Francisco",
                     "state": "CA", "country": "United States", "postal_code": postal, "lat": lat, "lon": lon},
-        "rate": round(3.0 + (i * 7 % 21) / 10, 1),      # guest rating, 3.0-5.0
+        "rate": round(3.0 + (i * 13 % 21) / 10, 1),     # guest rating, 3.0-5.0
         "price": 109 + (i * 41 % 28) * 10,               # base nightly price in USD
         "capacity": 8 if i % 9 == 0 else 200,            # rooms; boutique hotels are small
     }
@@ -100,13 +100,31 @@ def cache_aside(ctx, cache, database, key, load):
     return json.loads(raw)
 
 
-HANDSHAKE_MS = 45.0  # TCP + TLS + SCRAM-SHA-256 to MongoDB
-PEAK_IN_FLIGHT = 8   # concurrent requests per pod at the diurnal peak
+POOL_TIMEOUT_S = 1.0  # how long a client waits for a free pooled connection
 
 
-def acquire_connection(ctx):
-    """Take a pooled MongoDB connection. When the pool is smaller than the requests in flight,
-    the overflow opens (and then closes) a connection of its own and pays the handshake."""
-    pool = max(1, int(ctx.config("MONGO_POOL_SIZE", "16")))
-    overflow = max(0, PEAK_IN_FLIGHT - pool) / PEAK_IN_FLIGHT
-    ctx.work(0.2 + HANDSHAKE_MS * overflow)
+class ConnectionPool:
+    """Keep-alive connections to one datastore, shared by the requests a pod serves.
+    ``acquire(n)`` takes ``n`` connections at once, one per concurrent query."""
+
+    def __init__(self, upstream, size):
+        self.upstream = upstream
+        self.size = size
+        self.in_use = 0
+
+    def acquire(self, n):
+        if self.in_use + n > self.size:
+            raise TimeoutError(f"{self.upstream}: connection pool exhausted ({n} wanted, size {self.size}), "
+                               f"gave up after {POOL_TIMEOUT_S:.1f}s")
+        self.in_use += n
+
+    def release(self, n):
+        self.in_use -= n
+
+
+def pool(ctx, upstream, size_key, default_size):
+    """This pod's connection pool to ``upstream``, sized by the ``size_key`` setting."""
+    pools = ctx.cache().setdefault("pools", {})
+    if upstream not in pools:
+        pools[upstream] = ConnectionPool(upstream, int(ctx.config(size_key, default_size)))
+    return pools[upstream]

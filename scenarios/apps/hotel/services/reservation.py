@@ -3,7 +3,7 @@
 
 import json
 
-from lib import acquire_connection, hotel, stay_nights
+from lib import hotel, pool, stay_nights
 
 
 def _cache(ctx):
@@ -56,11 +56,15 @@ def make_reservation(ctx, req):
     nights = stay_nights(req["in_date"], req["out_date"])
     if not _has_rooms(ctx, hotel_id, nights, rooms):
         return {"reserved": False, "hotel_id": hotel_id}
-    acquire_connection(ctx)
-    for night in nights:
-        key = f"booked:{hotel_id}:{night}"
-        count = _db(ctx).incr(key, rooms)
-        _cache(ctx).put(key, str(count))
+    connections = pool(ctx, ctx.config("MONGODB_ADDR", "mongodb-reservation"), "MONGO_POOL_SIZE", "16")
+    connections.acquire(len(nights))  # the nights are booked concurrently, one connection each
+    try:
+        for night in nights:
+            key = f"booked:{hotel_id}:{night}"
+            count = _db(ctx).incr(key, rooms)
+            _cache(ctx).put(key, str(count))
+    finally:
+        connections.release(len(nights))
 
     booking = {"hotel_id": hotel_id, "in_date": req["in_date"], "out_date": req["out_date"], "rooms": rooms}
     _db(ctx).put(f"guest:{req['customer_name']}", json.dumps(booking))

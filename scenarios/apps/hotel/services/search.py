@@ -15,8 +15,8 @@ def nearby(ctx, req):
     found = _nearby(ctx, req["lat"], req["lon"])
     if not found:
         return {"hotel_ids": []}
-    plans = _rate_plans(ctx, found, req["in_date"], req["out_date"])
 
+    plans = _rate_plans(ctx, found, req["in_date"], req["out_date"])
     cheapest = {}
     for plan in plans:
         total = plan["room_type"]["total_rate"]

@@ -4,8 +4,6 @@ import hashlib
 import hmac
 import json
 
-from lib import acquire_connection
-
 DEMO_PASSWORD = "hotel-demo"  # every load-test account (user_1 ... user_500) has this password
 DEMO_ACCOUNTS = 500
 
@@ -24,7 +22,6 @@ def _demo_account(username):
 
 
 def _account(ctx, username):
-    acquire_connection(ctx)
     db = ctx.store(ctx.config("MONGODB_ADDR", "mongodb-user"))
     raw = db.get(f"user:{username}")
     if raw is None:

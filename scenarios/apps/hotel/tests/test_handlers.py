@@ -102,6 +102,17 @@ def test_profile_is_served_through_memcached(services):
     assert json.loads(ctx.data["memcached-profile"]["profile:1"])["phone_number"] == "(415) 775-4700"
 
 
+def test_profile_lookups_need_a_connection_each(services):
+    ctx = FakeCtx(config={"MEMCACHED_POOL_SIZE": "2"})
+    try:
+        services["profile"].get_profiles(ctx, {"hotel_ids": ["1", "2", "3"]})
+    except TimeoutError:
+        pass
+    else:
+        raise AssertionError("three concurrent lookups went through a pool of two")
+    assert len(services["profile"].get_profiles(ctx, {"hotel_ids": ["1", "2"]})["hotels"]) == 2
+
+
 def test_reservation_stops_at_capacity(services):
     reservation = services["reservation"]
     ctx = FakeCtx()

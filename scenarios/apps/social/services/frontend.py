@@ -4,10 +4,6 @@ them to the services behind it."""
 from lib import page
 
 
-def _addr(ctx, name, default):
-    return ctx.config(name, default)
-
-
 def compose_post(ctx, req):
     ctx.work(1.5)
     text = (req.get("text") or "").strip()
@@ -16,7 +12,7 @@ def compose_post(ctx, req):
     if len(text) > int(ctx.config("MAX_POST_LENGTH", "280")):
         return {"ok": False, "error": "post is too long"}
     media = list(req.get("media") or [])
-    post = ctx.call(_addr(ctx, "COMPOSE_POST_ADDR", "compose-post"), "compose",
+    post = ctx.call(ctx.config("COMPOSE_POST_ADDR", "compose-post"), "compose",
                     {"username": req["user"], "text": text, "media_types": media, "post_type": "POST"})
     return {"ok": True, "post_id": post["post_id"]}
 
@@ -24,7 +20,7 @@ def compose_post(ctx, req):
 def read_home_timeline(ctx, req):
     ctx.work(1.0)
     start, stop = page(req, int(ctx.config("DEFAULT_PAGE_SIZE", "10")))
-    timeline = ctx.call(_addr(ctx, "HOME_TIMELINE_ADDR", "home-timeline"), "read",
+    timeline = ctx.call(ctx.config("HOME_TIMELINE_ADDR", "home-timeline"), "read",
                         {"user_id": req["user"], "start": start, "stop": stop})
     return {"posts": timeline["posts"], "count": len(timeline["posts"])}
 
@@ -32,7 +28,7 @@ def read_home_timeline(ctx, req):
 def read_user_timeline(ctx, req):
     ctx.work(1.0)
     start, stop = page(req, int(ctx.config("DEFAULT_PAGE_SIZE", "10")))
-    timeline = ctx.call(_addr(ctx, "USER_TIMELINE_ADDR", "user-timeline"), "read",
+    timeline = ctx.call(ctx.config("USER_TIMELINE_ADDR", "user-timeline"), "read",
                         {"user_id": req["user"], "start": start, "stop": stop})
     return {"posts": timeline["posts"], "count": len(timeline["posts"])}
 
@@ -41,21 +37,21 @@ def follow(ctx, req):
     ctx.work(0.8)
     if req["user"] == req["followee"]:
         return {"ok": False, "error": "you cannot follow yourself"}
-    ctx.call(_addr(ctx, "SOCIAL_GRAPH_ADDR", "social-graph"), "follow",
+    ctx.call(ctx.config("SOCIAL_GRAPH_ADDR", "social-graph"), "follow",
              {"user_id": req["user"], "followee_id": req["followee"]})
     return {"ok": True}
 
 
 def register(ctx, req):
     ctx.work(1.0)
-    answer = ctx.call(_addr(ctx, "USER_ADDR", "user"), "register",
+    answer = ctx.call(ctx.config("USER_ADDR", "user"), "register",
                       {"username": req["user"], "password": req["password"]})
     return {"ok": answer["ok"], "error": answer.get("error")}
 
 
 def login(ctx, req):
     ctx.work(1.0)
-    answer = ctx.call(_addr(ctx, "USER_ADDR", "user"), "login",
+    answer = ctx.call(ctx.config("USER_ADDR", "user"), "login",
                       {"username": req["user"], "password": req["password"]})
     return {"ok": answer["ok"], "token": answer.get("token")}
 
