@@ -85,6 +85,47 @@ class ScheduleStats:
         return out
 
 
+@dataclass
+class AlertMix:
+    """Alerts of a run by what they tell an on-call engineer."""
+
+    total: int
+    noise: int  # no fault behind it
+    symptom: int  # a fault's, but on a component other than its root cause
+    actionable: int  # on the root-cause component of a fault behind it
+
+    @property
+    def non_actionable_share(self) -> float:
+        return (self.noise + self.symptom) / self.total if self.total else 0.0
+
+
+def alert_mix(events: Sequence[Any]) -> AlertMix:
+    """Classify every fired alert of a recorded run (``events`` of a bundle)."""
+    components: dict[str, str] = {}
+    labels: dict[str, dict[str, str]] = {}
+    attributed: dict[str, list[str]] = {}
+    for e in events:
+        if e.type == "truth.fault":
+            components[e.data["id"]] = e.data["component"]
+        elif e.type == "alert" and e.data["alert"]["status"] == "firing":
+            labels[e.data["alert"]["id"]] = e.data["alert"]["labels"]
+        elif e.type == "truth.alert":
+            attributed[e.data["alert"]] = e.data["faults"]
+    noise = symptom = actionable = 0
+    for alert_id, lab in labels.items():
+        faults = attributed.get(alert_id, [])
+        if not faults:
+            noise += 1
+            continue
+        own = {f"service:{lab.get('namespace')}/{lab.get('service')}", f"node:{lab.get('node')}",
+               f"zone:{lab.get('zone')}"}
+        if any(components.get(f) in own for f in faults):
+            actionable += 1
+        else:
+            symptom += 1
+    return AlertMix(len(labels), noise, symptom, actionable)
+
+
 def describe(faults: Sequence[Fault], benign: int = 0) -> ScheduleStats:
     by_family: dict[str, int] = {}
     for f in faults:

@@ -130,7 +130,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     seed = args.seed if args.seed is not None else scenario.spec.seed
     registry = builtin_registry()
-    for kinds in standalone_plugin_manager().hook.sremarathon_fault_kinds():
+    for kinds in standalone_plugin_manager().hook.pytest_sremarathon_fault_kinds():
         registry.update({k.name: k() for k in kinds or []})
     schedule = generate(scenario, registry, seed, EPOCH)
     stats = describe(schedule.faults, len(schedule.benign))
@@ -152,8 +152,32 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     print("(* overlaps another fault)\n")
     for line in stats.lines():
         print(line)
+    if args.simulate:
+        mix = _simulate_alert_mix(scenario, seed)
+        low, high = scenario.spec.alerts.non_actionable_band
+        verdict = "within" if low <= mix.non_actionable_share <= high else "OUTSIDE"
+        print(f"alerts (simulated with NoopAgent): {mix.total}; non-actionable {mix.non_actionable_share:.0%} "
+              f"(noise {mix.noise}, symptoms {mix.symptom}, actionable {mix.actionable}) — {verdict} the "
+              f"configured band {low:.0%}–{high:.0%}")
     print(f"timeline: {svg_path}")
     return 0
+
+
+def _simulate_alert_mix(scenario: Any, seed: int) -> Any:
+    import shutil
+    import tempfile
+
+    from .bundle import open_bundle
+    from .calibration import alert_mix
+
+    out = Path(tempfile.mkdtemp(prefix="sremarathon-simulate-"))
+    try:
+        options = MarathonOptions(agent=AgentSpec(agent="pytest_sremarathon.baselines:NoopAgent"), seed=seed,
+                                  out_dir=out)
+        result = Marathon(scenario, options).run()
+        return alert_mix(open_bundle(result.bundle).events)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 class _PrintingAdmission:
@@ -235,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed (default: the scenario's)")
     p.add_argument("--svg", type=Path, help="where to write the timeline (default: schedule-<name>-seed<N>.svg)")
     p.add_argument("--json", action="store_true", help="print the schedule and statistics as JSON")
+    p.add_argument("--simulate", action="store_true",
+                   help="also run the marathon with NoopAgent and report the alert mix against the configured band")
     p.set_defaults(func=cmd_schedule)
     twin = sub.add_parser("twin", help="the embedded twin on its own").add_subparsers(dest="twin_command",
                                                                                    required=True, metavar="COMMAND")

@@ -72,6 +72,9 @@ class ScheduleConfig(_Model):
 
 class AlertsConfig(_Model):
     noise: NoiseConfig = Field(default_factory=NoiseConfig)
+    # The share of alerts that are not actionable (noise and symptoms away from the root cause)
+    # a run should show; `sremarathon schedule --simulate` measures it.
+    non_actionable_band: tuple[float, float] = (0.7, 0.9)
 
 
 class AgentConfig(_Model):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sremarathon.bundle import open_bundle, verify
+from pytest_sremarathon.calibration import alert_mix
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,6 +55,10 @@ def test_rollback_agent_beats_noop_on_the_default_marathon(tmp_path: Path) -> No
     assert set(fault) >= {"id", "kind", "component", "change", "start", "end", "correlated", "localized", "repaired"}
     assert rollback["virtual_seconds"] == 12 * 3600 and rollback["wall_seconds"] > 0
     assert verify(rollback["bundle"]).ok
+    # the alert mix of the default marathon sits in its configured band (CALIBRATION: 70–90%)
+    mix = alert_mix(open_bundle(noop["bundle"]).events)
+    assert 0.7 <= mix.non_actionable_share <= 0.9, mix
+    assert mix.symptom > 0 and mix.actionable > 0
 
 
 def test_agent_process_cannot_see_the_ground_truth(tmp_path: Path, write_scenario) -> None:

@@ -81,3 +81,16 @@ def test_schedule_command_prints_the_table_and_draws_the_timeline(write_scenario
     data = json.loads(as_json.stdout)
     assert [f["id"] for f in data["faults"]] == [r.split()[0] for r in rows]
     assert data["stats"]["faults"] == 12
+
+
+def test_the_default_marathon_is_dense_overlapping_and_mostly_change_induced() -> None:
+    from pytest_sremarathon.calibration import describe
+    from pytest_sremarathon.hookspecs import standalone_plugin_manager  # noqa: F401 - plugins may add kinds
+
+    scenario = load_scenario(Path(__file__).resolve().parent.parent / "scenarios" / "marathon.yaml")
+    assert [a.namespace for a in scenario.apps] == ["shop", "social", "hotel"]
+    stats = describe(generate(scenario, builtin_registry(), scenario.spec.seed, EPOCH).faults)
+    assert stats.faults >= 55
+    assert stats.change_share >= 0.6
+    assert stats.overlap_share >= 0.5
+    assert set(stats.by_family) == {"change", "dependency", "infrastructure", "load"}
