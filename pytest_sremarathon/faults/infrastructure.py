@@ -10,9 +10,10 @@ the nodes cordoned for the incident are uncordoned.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Iterator
+from datetime import datetime, timedelta
+from typing import Any, Iterator, Optional
 
+from ..twin.cluster import diurnal
 from ..twin.objects import pod_is_active, pod_is_ready
 from ..twin.quantity import cpu_millicores
 from ..twin.store import iso
@@ -343,6 +344,27 @@ SATURATED = 0.7  # share of the CPU limit above which a deployment counts as sat
 UTILISATION_TICKS = 4  # samples averaged (two virtual minutes at the default tick)
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _replicas(world: World, ns: str, svc: str) -> int:
+    d = world.cluster.store.get("Deployment", ns, svc)
+    return int(d["spec"].get("replicas", 1)) if d else 0
+
+
+def typical(world: World, ns: str, svc: str, metric: str, now: datetime, hours: float = 1.0) -> float:
+    """The median over the last hour of a service's metric, each sample carried to ``now``'s
+    point of the daily traffic curve: what the service usually does at this hour, unmoved by
+    a fault that started (or ended) a few minutes ago."""
+    values = sorted(v * diurnal(now) / diurnal(t)
+                    for t, v in world.cluster.metrics.series(ns, svc, metric, now - timedelta(hours=hours)))
+    if not values:
+        return 0.0
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def cpu_limit(world: World, ns: str, svc: str) -> float:
     d = world.cluster.store.get("Deployment", ns, svc)
     if d is None:
@@ -351,14 +373,18 @@ def cpu_limit(world: World, ns: str, svc: str) -> float:
                      for c in d["spec"]["template"]["spec"].get("containers") or []))
 
 
-def utilisation(world: World, ns: str, svc: str) -> float:
-    """Mean CPU usage per ready pod over the last samples, as a share of the pod's CPU limit
-    (what ``kubectl top pods`` against the deployment's limits shows)."""
+def utilisation(world: World, ns: str, svc: str, since: Optional[datetime] = None) -> float:
+    """Mean CPU usage per ready pod over the last samples (taken at or after ``since``), as a
+    share of the pod's CPU limit (what ``kubectl top pods`` against the limits shows); infinite
+    when there is no such sample or no ready pod."""
     limit = cpu_limit(world, ns, svc)
-    cpu = world.cluster.metrics.window(ns, svc, "cpu_millicores", UTILISATION_TICKS)
-    ready = world.cluster.metrics.window(ns, svc, "ready_pods", UTILISATION_TICKS)
-    if not limit or not cpu:
+    if not limit:
         return 0.0
+    metrics = world.cluster.metrics
+    cpu = [v for _, v in metrics.series(ns, svc, "cpu_millicores", since)][-UTILISATION_TICKS:]
+    ready = [v for _, v in metrics.series(ns, svc, "ready_pods", since)][-UTILISATION_TICKS:]
+    if not cpu:
+        return 0.0 if since is None else float("inf")
     shares = [c / (r * limit) if r > 0 else float("inf") for c, r in zip(cpu, ready)]
     return sum(shares) / len(shares)
 
@@ -370,46 +396,74 @@ class TrafficSurge(FaultKind):
     (the twin's ``cpu_overload_timeouts`` is on while a surge lasts).
 
     The multiplier is sized at injection so that the busiest deployment needs
-    ``params["utilisation"]`` of its pods' CPU limit.
+    ``params["utilisation"]`` of its pods' CPU limit at the quietest point of the window's
+    daily traffic curve (more everywhere else), from each deployment's typical demand at this
+    hour (the median of the last hour, so another fault's recent effect does not skew it).
 
     Repair: scale the saturated deployments out (``kubectl scale``) until each runs below 70%
     of its CPU limit per pod.
-    Mitigated when every deployment that the surge saturated averages below 70% of its CPU
-    limit per ready pod over the last two minutes, and has a ready pod. Cleanup: the surge ends.
-    (An error-ratio condition would make this fault's repair depend on every other fault
-    active at the same time, so the judgement reads the saturated deployments only.)"""
+    Mitigated when every deployment the surge pushed past its CPU limit has a ready pod and,
+    over the last two minutes (samples since the surge began only), serves at least 70% of
+    the request rate the surge sends it while averaging below 70% of its CPU limit per ready
+    pod. The request-rate clause keeps a deployment that another fault cut off from its
+    traffic from passing for repaired; an error-ratio clause would make this repair depend on
+    every other active fault, so the judgement reads the saturated deployments only.
+    Cleanup: the surge ends."""
 
     name = "traffic-surge"
     family = "load"
     description = "a traffic surge saturates an application's deployments"
 
     def __init__(self) -> None:
-        self._saturated: dict[str, set[str]] = {}
+        self._saturated: dict[str, dict[str, float]] = {}  # fault id -> {deployment: requests/s before}
+        self._factor: dict[str, tuple[float, float]] = {}  # fault id -> (multiplier, diurnal level at injection)
 
     def inject(self, world: World, fault: Fault) -> None:
         ns = fault.app
         app = world.apps[ns]
-        usage = {svc: utilisation(world, ns, svc) for svc in app.services}
-        usage = {s: u for s, u in usage.items() if u != float("inf")}
+        now = world.cluster.store.clock()
+        usage = {}
+        for svc in app.services:
+            limit = cpu_limit(world, ns, svc)
+            pods = world.cluster.metrics.latest(ns, svc, "ready_pods") or _replicas(world, ns, svc)
+            if limit and pods:
+                usage[svc] = typical(world, ns, svc, "cpu_millicores", now) / (pods * limit)
         busiest = max(usage.values(), default=0.0)
         target = float(fault.params.get("utilisation", 1.6))
-        factor = round(min(max(target / busiest, 3.0), 60.0), 1) if busiest > 0 else 10.0
+        steps = max(1, int((fault.end - now).total_seconds() // 600))
+        quietest = min(diurnal(now + timedelta(minutes=10 * i)) for i in range(steps + 1)) / diurnal(now)
+        factor = round(min(max(target / (busiest * quietest), 3.0), 250.0), 1) if busiest > 0 else 10.0
         world.cluster.surge[ns] = factor
         world.cluster.network.cpu_overload_timeouts = True
-        saturated = {s for s, u in usage.items() if u * factor > SATURATED}
+        # Judged: the deployments the surge pushes past their CPU limit (busy ones that stay
+        # near the 70% line would make the condition flap with the daily curve).
+        saturated = {s for s, u in usage.items() if u * factor * quietest >= 1.0}
         if not saturated:
-            saturated = {app.traffic.entry}
-        self._saturated[fault.id] = saturated
+            saturated = {max(usage, key=lambda s: usage[s])} if busiest > 0 else {app.traffic.entry}
+        self._saturated[fault.id] = {s: typical(world, ns, s, "requests_per_second", now) for s in saturated}
+        self._factor[fault.id] = (factor, diurnal(now))
         fault.component = f"service:{ns}/{app.traffic.entry}"
         fault.description = (f"traffic to {ns} surged {factor:g}x; saturated: {', '.join(sorted(saturated))}")
-        for svc in saturated:
+        for svc in saturated | {s for s, u in usage.items() if u * factor > SATURATED}:  # symptoms: busy ones too
             fault.impact |= self.symptoms_from(world, ns, svc)
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         ns = fault.app
-        saturated = self._saturated.get(fault.id, {world.apps[ns].traffic.entry})
-        for svc in sorted(saturated):
-            if world.cluster.metrics.latest(ns, svc, "ready_pods") < 1 or utilisation(world, ns, svc) >= SATURATED:
+        saturated = self._saturated.get(fault.id)
+        if not saturated:
+            return False
+        factor, level = self._factor[fault.id]
+        scale = factor * diurnal(world.cluster.store.clock()) / level
+        metrics = world.cluster.metrics
+        for svc, rps_before in sorted(saturated.items()):
+            rps = [v for _, v in metrics.series(ns, svc, "requests_per_second", fault.start)][-UTILISATION_TICKS:]
+            errors = [v for _, v in metrics.series(ns, svc, "error_ratio", fault.start)][-UTILISATION_TICKS:]
+            if metrics.latest(ns, svc, "ready_pods") < 1 or not rps:
+                return False
+            served = _mean([r * (1.0 - e) for r, e in zip(rps, errors)])
+            if served < SATURATED * rps_before * scale:
+                return False  # not serving the surge: something else cut it off
+            if utilisation(world, ns, svc, since=fault.start) >= SATURATED:
                 return False
         return True
 
