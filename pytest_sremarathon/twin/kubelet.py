@@ -332,7 +332,7 @@ class Kubelet:
                                "kubelet", c.node)
 
     def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
-        c.memory = self.memory_of(c)
+        c.memory = self._measure_memory(c)
         limit = memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
         if limit and c.memory > limit:
             c.log(now, f"fatal error: runtime: out of memory (rss {c.memory // 2**20}Mi, limit {limit // 2**20}Mi)")
@@ -342,6 +342,10 @@ class Kubelet:
                                "kernel-monitor", c.node)
 
     def memory_of(self, c: Container) -> int:
+        """The container's working set as of its last kubelet pass (measured once a tick)."""
+        return c.memory if c.module is not None else 0
+
+    def _measure_memory(self, c: Container) -> int:
         if c.module is None:
             return 0
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY

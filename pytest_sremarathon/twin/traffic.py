@@ -90,6 +90,13 @@ class _Frame:
 class _Endpoint:
     containers: list["Container"]
     port_ok: bool
+    running: list["Container"] = field(default_factory=list)  # serving this tick …
+    by_zone: dict[str, list["Container"]] = field(default_factory=dict)  # … and per zone
+
+    def __post_init__(self) -> None:
+        self.running = [c for c in self.containers if c.state == "running"]
+        for c in self.running:
+            self.by_zone.setdefault(c.zone, []).append(c)
 
 
 def _contention(rho: float) -> float:
@@ -278,15 +285,14 @@ class TrafficEngine:
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
-        candidates = [c for c in ep.containers if c.state == "running"]
+        candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        local = [c for c in candidates if c.zone == ctx.zone]
-        target = self._rng.choice(local or candidates)
+        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)
         hop = self.network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
             hop -= self.network.zone_latency_ms.get(ctx.zone, 0.0)
