@@ -149,7 +149,8 @@ def test_scale_set_image_and_rollouts(kubectl, twin):
     dep = twin.store.get("Deployment", NS, "web")
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.local/web:1.2"
     history = kubectl("rollout", "history", "deployment/web", "-n", NS)
-    assert _table(history)[1:] == [["REVISION", "CHANGE-CAUSE"], ["1", "initial", "release"], ["2", "bump", "to", "1.1"]]
+    assert _table(history)[1:] == [["REVISION", "CHANGE-CAUSE"], ["1", "initial", "release"],
+                                   ["2", "bump", "to", "1.1"]]
     assert "registry.local/web:1.0" in kubectl("rollout", "history", "deployment/web", "-n", NS, "--revision=1")
     assert "rolled back" in kubectl("rollout", "undo", "deployment/web", "-n", NS)
     dep = twin.store.get("Deployment", NS, "web")
@@ -162,6 +163,47 @@ def test_scale_set_image_and_rollouts(kubectl, twin):
     assert twin.store.get("Deployment", NS, "web")["spec"]["paused"] is True
     kubectl("rollout", "resume", "deployment/web", "-n", NS)
     assert "paused" not in twin.store.get("Deployment", NS, "web")["spec"]
+
+
+def test_rollout_undo_restores_a_simulation_template_byte_for_byte(kubectl, twin):
+    # objects made by the simulation carry no API defaults; undo must give back exactly the old
+    # ReplicaSet's template (minus pod-template-hash) so that the controller reuses that ReplicaSet
+    template = {"metadata": {"labels": {"app": "bare"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.local/bare:1"}]}}
+    with twin.store.lock:
+        dep = twin.store.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                                 "metadata": {"name": "bare", "namespace": NS,
+                                              "annotations": {"deployment.kubernetes.io/revision": "1"}},
+                                 "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "bare"}},
+                                          "template": json.loads(json.dumps(template))}})
+        rs_template = json.loads(json.dumps(template))
+        rs_template["metadata"]["labels"]["pod-template-hash"] = "h1"
+        twin.store.create({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                           "metadata": {"name": "bare-h1", "namespace": NS,
+                                        "labels": {"app": "bare", "pod-template-hash": "h1"},
+                                        "annotations": {"deployment.kubernetes.io/revision": "1"},
+                                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                             "name": "bare", "uid": dep["metadata"]["uid"],
+                                                             "controller": True}]},
+                           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "bare",
+                                                                                "pod-template-hash": "h1"}},
+                                    "template": rs_template}})
+    kubectl("set", "image", "deployment/bare", "-n", NS, "c=registry.local/bare:2")
+    assert twin.store.get("Deployment", NS, "bare")["spec"]["template"]["spec"] == {
+        "containers": [{"name": "c", "image": "registry.local/bare:2"}]}  # no defaults slipped in
+    with twin.store.lock:  # what the controller would do: a second ReplicaSet, revision 2
+        dep = twin.store.get("Deployment", NS, "bare")
+        dep["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "2"
+        twin.store.touch(dep)
+        rs2 = json.loads(json.dumps(twin.store.get("ReplicaSet", NS, "bare-h1")))
+        rs2["metadata"] = {**rs2["metadata"], "name": "bare-h2", "annotations": {
+            "deployment.kubernetes.io/revision": "2"}}
+        for k in ("uid", "resourceVersion", "creationTimestamp"):
+            rs2["metadata"].pop(k)
+        rs2["spec"]["template"] = json.loads(json.dumps(dep["spec"]["template"]))
+        twin.store.create(rs2)
+    kubectl("rollout", "undo", "deployment/bare", "-n", NS)
+    assert twin.store.get("Deployment", NS, "bare")["spec"]["template"] == template
 
 
 def test_rollout_status_and_wait(kubectl, twin):

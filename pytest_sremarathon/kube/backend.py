@@ -1,0 +1,180 @@
+"""The real backend: the same marathon on a Kubernetes cluster.
+
+``--marathon-backend kind`` creates a two-zone kind cluster (deleted at the end unless
+``--marathon-keep-cluster``); ``--marathon-backend kubeconfig:PATH`` uses an existing cluster.
+:class:`KubeBackend` is built like :class:`~pytest_sremarathon.twin.backend.TwinBackend` and
+offers the same attributes:
+
+1. the cluster: created and waited for (nodes Ready and zoned), or read from the kubeconfig;
+2. ``cluster`` (:class:`~.cluster.KubeCluster`) and ``store`` (its mirror of the cluster);
+3. ``pipelines``: the same pipelines as on the twin, deploying every app — the build step
+   builds and loads one image per artifact (:mod:`.images`), the deploy server-side applies
+   the rendered manifests (:mod:`.manifests`) — then waits for every rollout;
+4. user traffic at each app's entry service through the API server's service proxy
+   (:mod:`.traffic`), at the twin's rate × ``SREMARATHON_TRAFFIC_SCALE`` (default 0.1);
+5. ``server``: the policy proxy (:mod:`.proxy`) on loopback, serving the agent's Kubernetes API
+   and the ``/sremarathon/v1/`` pipeline and telemetry endpoints.
+
+``tick(dt)`` keeps the virtual clock from running ahead of the cluster (it waits until ``dt``
+wall seconds have passed since the previous tick), relists the mirror and scrapes the
+metrics. Images reach an existing cluster with ``kind load`` when its context is a kind
+cluster (``kind-<name>``), otherwise by ``docker push`` to ``SREMARATHON_IMAGE_REGISTRY``
+(or through an ``images`` publisher given by the caller).
+
+``realtime=False`` lets virtual time run ahead of the wall clock: only for a cluster that is
+itself driven by the caller's clock (the tests drive the twin behind the adapter this way).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from ..agent.endpoints import PREFIX, make_handler
+from ..clock import EPOCH, VirtualClock
+from ..errors import SremarathonError
+from ..pipeline.service import Pipelines
+from ..scenario import Scenario
+from ..twin.apiserver import Admission
+from . import kind as kindmod
+from .api import KubeApi
+from .cluster import KubeCluster
+from .images import ImagePublisher, KindImages, RegistryImages
+from .proxy import PolicyProxy
+from .traffic import LoadGenerator, service_proxy_sender
+
+DEFAULT_TRAFFIC_SCALE = 0.1
+
+
+class KubeBackendError(SremarathonError):
+    pass
+
+
+def _say(msg: str) -> None:
+    print(f"sremarathon: {msg}", flush=True)
+
+
+def _context_name(kubeconfig: Path) -> str:
+    try:
+        return str((yaml.safe_load(kubeconfig.read_text()) or {}).get("current-context") or "")
+    except (OSError, yaml.YAMLError):
+        return ""
+
+
+class KubeBackend:
+    name = "kube"
+    rollout_poll = 5.0  # seconds between two looks at the rollouts
+
+    def __init__(self, scenario: Scenario, clock: VirtualClock, *, emit: Callable[[str, Any], None],
+                 admission: Admission, private_dir: Path, tokens: dict[str, str],
+                 kubeconfig: Optional[Path] = None, keep_cluster: bool = False, cluster_name: Optional[str] = None,
+                 progress: Callable[[str], None] = _say, traffic_scale: Optional[float] = None,
+                 images: Optional[ImagePublisher] = None, docker: Optional[bool] = None, realtime: bool = True) -> None:
+        self.clock = clock
+        self.progress = progress
+        self.keep_cluster = keep_cluster
+        self.realtime = realtime
+        self.kind: Optional[kindmod.KindCluster] = None
+        self.loadgens: list[LoadGenerator] = []
+        self.server: Optional[PolicyProxy] = None
+        self.cluster: Optional[KubeCluster] = None
+        self._last_tick = time.monotonic()
+        topo = scenario.spec.topology
+        scale = traffic_scale if traffic_scale is not None else \
+            float(os.environ.get("SREMARATHON_TRAFFIC_SCALE", DEFAULT_TRAFFIC_SCALE))
+        work = Path(private_dir) / "kube"
+        try:
+            if kubeconfig is None:
+                why = kindmod.unavailable()
+                if why:
+                    raise KubeBackendError(f"--marathon-backend kind needs kind and a running Docker: {why}")
+                self.kind = kindmod.KindCluster(cluster_name or os.environ.get("SREMARATHON_KIND_CLUSTER", "sremarathon"),
+                                                work, tuple(topo.zones), topo.nodes_per_zone,
+                                                node_image=os.environ.get("SREMARATHON_KIND_NODE_IMAGE") or None,
+                                                progress=progress,
+                                                twin_names=os.environ.get("SREMARATHON_KIND_TWIN_NAMES", "1") != "0")
+                kubeconfig = self.kind.create()
+                images, docker = KindImages(self.kind.name, work / "images", progress=progress), True
+            elif images is None:
+                images, docker = self._images_for(Path(kubeconfig), work)
+            api = KubeApi.from_kubeconfig(Path(kubeconfig))
+            if self.kind is not None:
+                self.kind.wait_nodes(api)
+            self.cluster = KubeCluster(api, list(scenario.apps), clock=clock, images=images, docker=bool(docker),
+                                       progress=progress)
+            self.store = self.cluster.store
+            self.cluster.bootstrap()
+            self.pipelines = Pipelines(list(scenario.apps), self.cluster,  # type: ignore[arg-type]
+                                       Path(private_dir) / "repos", clock, emit)
+            for app in scenario.apps:
+                progress(f"deploying {app.namespace} through its pipeline")
+                self.pipelines.deploy(app.namespace, "HEAD", "orchestrator")
+            self.cluster.wait_rollout(every=self.rollout_poll)
+            for i, app in enumerate(scenario.apps):
+                port = self.cluster.applied.get(("Service", app.namespace, app.traffic.entry), {}) \
+                    .get("spec", {}).get("ports", [{}])[0].get("port", 8080)
+                gen = LoadGenerator(app, service_proxy_sender(api, app.namespace, app.traffic.entry, port),
+                                    rate=lambda app=app: self.cluster.rps(app) * scale,  # type: ignore[union-attr]
+                                    seed=i)
+                self.loadgens.append(gen.start())
+            self.server = PolicyProxy(api, tokens=tokens, admission=admission,
+                                      extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission)})
+            self.server.start()
+            self.cluster.scrape(clock.now)
+            progress(f"cluster ready; the agent's API is {self.server.https_url} (policy proxy)")
+        except BaseException:
+            self.close()
+            raise
+        self._last_tick = time.monotonic()
+
+    def _images_for(self, kubeconfig: Path, work: Path) -> tuple[ImagePublisher, bool]:
+        registry = os.environ.get("SREMARATHON_IMAGE_REGISTRY")
+        if registry:
+            return RegistryImages(work / "images", registry=registry, progress=self.progress), False
+        context = _context_name(kubeconfig)
+        if context.startswith("kind-") and shutil.which("kind") and shutil.which("docker"):
+            return KindImages(context[len("kind-"):], work / "images", progress=self.progress), True
+        raise KubeBackendError(f"--marathon-backend kubeconfig:{kubeconfig}: the service images must reach the "
+                               f"cluster; it is not a kind cluster (context {context!r}), so set "
+                               f"SREMARATHON_IMAGE_REGISTRY=<registry/prefix> the cluster pulls from")
+
+    def tick(self, dt: float, rng: Any) -> None:
+        """Keep virtual time from outrunning the cluster (not during the marathon's warm-up
+        before t=0: the rollouts were already awaited), relist, scrape. Rates are per wall
+        second between two scrapes."""
+        assert self.cluster is not None
+        wait = dt - (time.monotonic() - self._last_tick)
+        if wait > 0 and self.realtime and self.clock.now > EPOCH:
+            time.sleep(wait)
+        now = time.monotonic()
+        elapsed, self._last_tick = now - self._last_tick, now
+        self.cluster.refresh()
+        self.cluster.scrape(self.clock.now, max(elapsed, 1e-3))
+
+    def close(self) -> None:
+        for gen in self.loadgens:
+            gen.stop()
+        self.loadgens = []
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.cluster is not None:
+            for problem in self.cluster.network.restore():
+                self.progress(f"cleanup: {problem}")
+            self.cluster.close()
+        if self.kind is not None and self.kind.created:
+            if self.keep_cluster:
+                self.progress(f"kind cluster {self.kind.name} kept (--marathon-keep-cluster): "
+                              f"`kind export kubeconfig --name {self.kind.name}` to use it, "
+                              f"`kind delete cluster --name {self.kind.name}` to remove it; the next run reuses it")
+            else:
+                try:
+                    self.kind.delete()
+                except kindmod.KindError as exc:
+                    self.progress(f"cleanup: {exc}")
+            self.kind.created = False

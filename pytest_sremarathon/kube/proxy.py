@@ -1,0 +1,500 @@
+"""The policy layer in front of a real API server: a recording, enforcing reverse proxy on
+loopback.
+
+The agent's kubeconfig points here, never at the cluster. :class:`PolicyProxy` offers what
+:class:`~pytest_sremarathon.twin.apiserver.ApiServer` offers the marathon (``start``/``stop``,
+``url``/``https_url``, ``write_kubeconfig``, the ``/sremarathon/v1/`` extensions) and enforces
+the same contract:
+
+* every request needs ``Authorization: Bearer <token>`` of a known actor (401 ``Status``
+  otherwise; ``/healthz``, ``/livez``, ``/readyz`` and ``/version`` are public);
+* every mutating request (POST, PUT, PATCH, DELETE on a resource) becomes a
+  :class:`~pytest_sremarathon.policy.MutationRequest` put to ``admission.decide`` with the
+  object as it would be after the change — computed by the real server with the same request
+  as a dry run (``dryRun=All``); for deletes and evictions, the object being removed; for
+  ``scale``, the workload with its new replica count. Denied: 403 ``Forbidden`` ``Status``
+  naming the rule, and the request never reaches the cluster. Allowed: forwarded, then
+  ``admission.record`` gets the final status. A request whose result cannot be computed (the
+  dry run fails) is decided on its raw body, as the twin does; a dry run of the agent's own is
+  recorded only when denied;
+* reads of Secret data are put to the policy too (the ``no-read-secrets`` rule); tables and
+  metadata-only lists are not;
+* everything else streams through unchanged — chunked watch and ``logs -f`` responses as they
+  arrive — with the agent's credentials replaced by the orchestrator's. Impersonation headers
+  are dropped, and connection upgrades (``exec``, ``attach``, ``port-forward``) are refused
+  with the twin's message, so the agent's view is the same on both backends.
+
+Like the twin's API server, one loopback port speaks plain HTTP and TLS (sniffed from the first
+byte; kubectl only sends tokens over TLS), with the twin's throwaway CA.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import parse_qsl, unquote, urlencode
+
+import yaml
+
+from ..policy import Decision, MutationRequest
+from ..twin import tls
+from ..twin.apiserver import Admission, ExtensionHandler, Request, Response
+from ..twin.store import ApiError
+from .api import KubeApi
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = ("/healthz", "/livez", "/readyz")
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
+              "transfer-encoding", "upgrade", "content-length", "host", "authorization"}
+NAMESPACE_SUBRESOURCES = ("status", "finalize")
+_JSON = "application/json"
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+@dataclass(frozen=True)
+class ResourcePath:
+    """``/api/v1/namespaces/shop/deployments/cart/scale`` → group "", version v1, namespace
+    shop, resource deployments, name cart, subresource scale."""
+
+    group: str
+    version: str
+    resource: str
+    namespace: Optional[str] = None
+    name: Optional[str] = None
+    subresource: Optional[str] = None
+    watch: bool = False
+
+    @property
+    def base(self) -> str:
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+    def object_path(self) -> str:
+        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{self.base}{ns}/{self.resource}/{self.name}"
+
+    def collection_path(self) -> str:
+        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{self.base}{ns}/{self.resource}"
+
+
+def parse_path(path: str) -> Optional[ResourcePath]:
+    parts = [p for p in path.strip("/").split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    watch = bool(rest) and rest[0] == "watch"
+    if watch:
+        rest = rest[1:]
+    if not rest:
+        return None
+    ns = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in NAMESPACE_SUBRESOURCES:
+        ns, rest = rest[1], rest[2:]
+    return ResourcePath(group, version, rest[0], ns, rest[1] if len(rest) > 1 else None,
+                        rest[2] if len(rest) > 2 else None, watch)
+
+
+def mutation_verb(method: str, rp: ResourcePath) -> str:
+    if method == "POST":
+        return "evict" if rp.subresource == "eviction" else "create"
+    return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+
+def _status(code: int, reason: str, message: str, **details: str) -> bytes:
+    return json.dumps(ApiError(code, reason, message, **details).status(), separators=(",", ":")).encode()
+
+
+class _Upstream503(Exception):
+    pass
+
+
+class PolicyProxy:
+    def __init__(self, upstream: KubeApi, *, tokens: dict[str, str], admission: Admission,
+                 extensions: Optional[dict[str, ExtensionHandler]] = None, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.upstream = upstream
+        self.tokens = dict(tokens)
+        self.admission = admission
+        self.extensions = dict(sorted((extensions or {}).items(), key=lambda kv: -len(kv[0])))
+        self.host = host
+        self._port = port
+        self._sock: Optional[socket.socket] = None
+        self._thread: Optional[threading.Thread] = None
+        self._stopping = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._tls = tls.credentials()
+        self._ssl = tls.server_context(self._tls)
+
+    # -- lifecycle (as ApiServer) ----------------------------------------------------------
+    def start(self) -> "PolicyProxy":
+        if self._sock is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self._port))
+        sock.listen(128)
+        self._port = sock.getsockname()[1]
+        self._sock = sock
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._accept_loop, name=f"policy-proxy:{self._port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._sock is None:
+            return
+        self._stopping.set()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._sock = None
+
+    def __enter__(self) -> "PolicyProxy":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def https_url(self) -> str:
+        return f"https://{self.host}:{self._port}"
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self._tls.ca_pem
+
+    def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        user = f"{context}-{self.tokens.get(token, 'user')}"
+        config = {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": context, "cluster": {
+                "server": self.https_url, "certificate-authority-data": base64.b64encode(self._tls.ca_pem).decode()}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
+            "current-context": context,
+        }
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        try:
+            path.chmod(0o600)
+        except OSError:
+            pass
+        return path
+
+    # -- connections -------------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                break
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._conns.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="policy-proxy-conn").start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        conn: Any = raw
+        rfile = None
+        try:
+            raw.settimeout(30)
+            if raw.recv(1, socket.MSG_PEEK) == b"\x16":
+                conn = self._ssl.wrap_socket(raw, server_side=True)
+            conn.settimeout(None)
+            rfile = conn.makefile("rb", buffering=65536)
+            while not self._stopping.is_set():
+                line = rfile.readline(65537)
+                if not line:
+                    break
+                if line in (b"\r\n", b"\n"):
+                    continue
+                try:
+                    method, target, version = line.decode("latin-1").split()
+                except ValueError:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    break
+                headers: dict[str, str] = {}
+                while True:
+                    h = rfile.readline(65537)
+                    if h in (b"\r\n", b"\n", b""):
+                        break
+                    k, _, v = h.decode("latin-1").partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = _read_body(rfile, headers)
+                conn_hdr = headers.get("connection", "").lower()
+                keep = (version == "HTTP/1.1" and conn_hdr != "close") or conn_hdr == "keep-alive"
+                keep = self._handle(conn, method, target, headers, body) and keep
+                if not keep:
+                    break
+        except (OSError, ValueError, ssl.SSLError, http.client.HTTPException):
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(raw)
+            try:
+                if rfile is not None:
+                    rfile.close()
+                conn.close()
+            except OSError:
+                pass
+
+    # -- one request ---------------------------------------------------------------------------
+    def _handle(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes) -> bool:
+        """Answer one request; False when the connection must close (a stream ended it)."""
+        path, _, qs = target.partition("?")
+        path = unquote(path)
+        query = dict(parse_qsl(qs, keep_blank_values=True)) if qs else {}
+        if path in PUBLIC_PATHS:
+            _send(conn, 200, "text/plain; charset=utf-8", b"ok")
+            return True
+        auth = headers.get("authorization", "")
+        actor = self.tokens.get(auth[7:].strip()) if auth[:7].lower() == "bearer " else None
+        if actor is None:
+            if path == "/version" and method == "GET":
+                return self._forward(conn, method, target, headers, body)
+            _send(conn, 401, _JSON, _status(401, "Unauthorized", "Unauthorized"))
+            return True
+        if "upgrade" in headers.get("connection", "").lower() or headers.get("upgrade"):
+            _send(conn, 400, _JSON, _status(400, "BadRequest", "exec, attach and port-forward are not available "
+                                            "through the sremarathon policy layer; use pod logs, events and metrics"))
+            return True
+        for prefix, handler in self.extensions.items():
+            if path.startswith(prefix) or path == prefix.rstrip("/"):
+                return self._extension(conn, handler, method, path, query, headers, body, actor)
+        rp = parse_path(path)
+        if rp is not None and method == "GET" and rp.resource == "secrets" and rp.subresource is None:
+            accept = headers.get("accept", "")
+            if "as=PartialObjectMetadata" not in accept and not ("as=Table" in accept
+                                                                 and query.get("includeObject") != "Object"):
+                watching = rp.watch or query.get("watch", "").lower() in ("1", "true", "yes", "t")
+                req = MutationRequest(actor=actor, channel="kube", verb="watch" if watching else
+                                      ("get" if rp.name else "list"), resource=rp.resource,
+                                      namespace=rp.namespace, name=rp.name, app=rp.namespace)
+                decision = self.admission.decide(req)
+                if not decision.allowed:
+                    self._record(req, decision, 403)
+                    _send(conn, 403, _JSON, self._forbidden(rp, decision))
+                    return True
+        if rp is None or method not in MUTATING:
+            return self._forward(conn, method, target, headers, body)
+        return self._mutate(conn, method, target, query, headers, body, rp, actor)
+
+    def _mutate(self, conn: Any, method: str, target: str, query: dict[str, str], headers: dict[str, str],
+                body: bytes, rp: ResourcePath, actor: str) -> bool:
+        verb = mutation_verb(method, rp)
+        dry_run = bool(query.get("dryRun"))
+        after = self._after(method, target, query, headers, body, rp)
+        req = MutationRequest(actor=actor, channel="kube", verb=verb, resource=rp.resource, namespace=rp.namespace,
+                              name=rp.name, subresource=rp.subresource, app=rp.namespace, body=after)
+        decision = self.admission.decide(req)
+        if not decision.allowed:
+            self._record(req, decision, 403)
+            _send(conn, 403, _JSON, self._forbidden(rp, decision))
+            return True
+        box: dict[str, int] = {}
+        try:
+            keep = self._forward(conn, method, target, headers, body, status_out=box)
+        finally:
+            if not dry_run and "status" in box:
+                self._record(req, decision, box["status"])
+        return keep
+
+    def _after(self, method: str, target: str, query: dict[str, str], headers: dict[str, str], body: bytes,
+               rp: ResourcePath) -> Any:
+        """The object as it would be after the change, as the server computes it; the parsed raw
+        body when it cannot (the request will fail the same way)."""
+        raw = _parse_body(body, headers.get("content-type", ""))
+        try:
+            if method == "DELETE":
+                path = rp.object_path() if rp.name else rp.collection_path()
+                if not rp.name:
+                    sel = {k: v for k, v in query.items() if k in ("labelSelector", "fieldSelector")}
+                    path += ("?" + urlencode(sel)) if sel else ""
+                status, data = self._upstream("GET", path, headers)
+                return json.loads(data) if status == 200 else raw
+            if method == "POST" and rp.subresource == "eviction":
+                status, data = self._upstream("GET", rp.object_path(), headers)
+                return json.loads(data) if status == 200 else raw
+            dry_query = dict(query, dryRun="All")
+            path, _, _ = target.partition("?")
+            status, data = self._upstream(method, f"{path}?{urlencode(dry_query)}", headers, body)
+            if status >= 300:
+                return raw
+            result = json.loads(data) if data else raw
+            if rp.subresource == "scale" and isinstance(result, dict):
+                s, parent = self._upstream("GET", rp.object_path(), headers)
+                if s == 200:
+                    obj = json.loads(parent)
+                    obj.setdefault("spec", {})["replicas"] = (result.get("spec") or {}).get("replicas", 0)
+                    return obj
+            return result
+        except (ValueError, _Upstream503):
+            return raw
+
+    def _upstream(self, method: str, path: str, headers: dict[str, str], body: Optional[bytes] = None) -> tuple[int, bytes]:
+        fwd = {k: v for k, v in _forward_headers(headers).items() if k.lower() not in ("accept", "accept-encoding")}
+        fwd["Accept"] = _JSON
+        try:
+            return self.upstream.request(method, path, body, fwd)
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Upstream503(str(exc)) from None
+
+    def _forward(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
+                 status_out: Optional[dict[str, int]] = None) -> bool:
+        up = self.upstream
+        streaming = method == "GET" and any(f"{k}=" in target for k in ("watch", "follow"))
+        upstream_conn = up.connection(timeout=None if streaming else 60)
+        try:
+            fwd = _forward_headers(headers)
+            fwd.update(up.auth_headers())
+            upstream_conn.request(method, up.prefix + target, body=body if body or method in MUTATING else None,
+                                  headers=fwd)
+            resp = upstream_conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            upstream_conn.close()
+            if status_out is not None:
+                status_out["status"] = 503
+            _send(conn, 503, _JSON, _status(503, "ServiceUnavailable",
+                                            f"the cluster's API server is unreachable through the policy layer: {exc}"))
+            return True
+        if status_out is not None:
+            status_out["status"] = resp.status
+        try:
+            out_headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
+            length = resp.getheader("content-length")
+            chunked = length is None and method != "HEAD" and resp.status not in (204, 304)
+            head = f"HTTP/1.1 {resp.status} {resp.reason or _REASONS.get(resp.status, '')}\r\n"
+            head += "".join(f"{k}: {v}\r\n" for k, v in out_headers)
+            if not chunked:
+                data = resp.read() if method != "HEAD" else b""
+                head += f"Content-Length: {len(data) if method != 'HEAD' else (length or 0)}\r\n\r\n"
+                conn.sendall(head.encode("latin-1") + data)
+                return True
+            head += "Transfer-Encoding: chunked\r\n\r\n"
+            conn.sendall(head.encode("latin-1"))
+            try:
+                while True:
+                    piece = resp.read1(65536)
+                    if not piece:
+                        break
+                    conn.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            except http.client.HTTPException:  # the upstream cut the stream: end ours, close
+                conn.sendall(b"0\r\n\r\n")
+                return False
+            conn.sendall(b"0\r\n\r\n")
+            return not streaming
+        finally:
+            upstream_conn.close()
+
+    def _extension(self, conn: Any, handler: ExtensionHandler, method: str, path: str, query: dict[str, str],
+                   headers: dict[str, str], body: bytes, actor: str) -> bool:
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            _send(conn, 400, _JSON, _status(400, "BadRequest", "the request body is not JSON"))
+            return True
+        try:
+            resp: Response = handler(Request(method=method, path=path, query=query, body=parsed, actor=actor,
+                                             headers=headers))
+        except Exception as exc:  # noqa: BLE001 - never kill the connection thread
+            log.exception("policy proxy: extension %s failed", path)
+            _send(conn, 500, _JSON, _status(500, "InternalError", f"Internal error occurred: {exc}"))
+            return True
+        if isinstance(resp.body, (dict, list)):
+            payload = json.dumps(resp.body, separators=(",", ":")).encode()
+        else:
+            payload = str(resp.body).encode()
+        _send(conn, resp.status, resp.content_type, payload)
+        return True
+
+    def _record(self, req: MutationRequest, decision: Decision, status: int) -> None:
+        try:
+            self.admission.record(req, decision, status)
+        except Exception:  # pragma: no cover - recording must never break the API
+            log.exception("admission.record failed")
+
+    @staticmethod
+    def _forbidden(rp: ResourcePath, decision: Decision) -> bytes:
+        return _status(403, "Forbidden", decision.message or "forbidden", kind=rp.resource, name=rp.name or "")
+
+
+def _forward_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k not in HOP_BY_HOP and not k.startswith("impersonate-")}
+
+
+def _read_body(rfile: Any, headers: dict[str, str]) -> bytes:
+    if "content-length" in headers:
+        n = int(headers["content-length"] or 0)
+        return rfile.read(n) if n else b""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int(rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                break
+            chunks.append(rfile.read(size))
+            rfile.readline()
+        return b"".join(chunks)
+    return b""
+
+
+def _parse_body(body: bytes, content_type: str) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        pass
+    if "yaml" in content_type:
+        try:
+            return yaml.safe_load(body.decode("utf-8", "replace"))
+        except yaml.YAMLError:
+            return None
+    return None  # protobuf and the like: decided without a body
+
+
+def _send(conn: Any, status: int, ctype: str, payload: bytes) -> None:
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(payload)}\r\nCache-Control: no-cache, private\r\n\r\n")
+    conn.sendall(head.encode("latin-1") + payload)
+
+
+__all__ = ["PolicyProxy", "ResourcePath", "mutation_verb", "parse_path"]
