@@ -97,20 +97,16 @@ def targets_for(metafunc: pytest.Metafunc) -> list[Any]:
 def fixture_report_data(item: pytest.Item) -> Optional[dict[str, Any]]:
     """For a test that used the fixtures: the marathon's final result once it has one (it
     rides on the report, for the summary and the gate on the xdist controller)."""
-    from .plugin import _final_summary, session_of
+    from .plugin import session_of
 
     callspec = getattr(item, "callspec", None)
     target = callspec.params.get("sremarathon_target") if callspec is not None else None
     if target is None:
         return None
     ms = session_of(item.config)
-    result = ms.results.get(target.id)
-    if result is None or target.id in ms.crashed:
+    if target.id not in ms.results or target.id in ms.reported:
         return None
-    marathon = ms.running[target.id]
-    return {"marathon": target.id, "run": target.name, "segment": None, "bundle": ms.bundle_path(marathon),
-            "scenario_digest": target.scenario.digest, "agent": marathon.options.agent.label,
-            "final": _final_summary(result.score)}
+    return ms.final_data(target)
 
 
 # -- handles --------------------------------------------------------------------------------

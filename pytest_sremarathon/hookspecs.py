@@ -1,19 +1,21 @@
-"""Hook specifications (pluggy). Implement them in a ``conftest.py`` or a plugin with
-``@pytest.hookimpl`` (or plain functions named like the spec); outside pytest
+"""Hook specifications (pluggy). Implement them in a ``conftest.py`` or a plugin (functions
+named like the spec, optionally with ``@pytest.hookimpl`` options); outside pytest
 (``sremarathon run``) plugins registered under the ``sremarathon`` entry-point group are loaded
 into the same hooks. docs/HOOKS.md has an example of each.
 
-The marker's project is ``pytest`` so one ``@pytest.hookimpl`` serves both worlds.
+The names start with ``pytest_`` because pytest only takes functions named ``pytest_*`` as
+hook implementations (like ``pytest_xdist_*`` and ``pytest_benchmark_*``). The marker's project
+is ``pytest`` so one ``@pytest.hookimpl`` serves both worlds.
 
-=================================  =========  =====================================================
-hook                               called     for
-=================================  =========  =====================================================
-``sremarathon_fault_kinds``        per run    adding fault kinds to the registry
-``sremarathon_backends``           per run    adding cluster backends (``--marathon-backend``)
-``sremarathon_adjust_observation`` per step   changing what the agent is about to see
-``sremarathon_step_report``        per step   receiving each step's outcome and report
-``sremarathon_choose_scorer``      per run    choosing the scorer (first non-None result wins)
-=================================  =========  =====================================================
+========================================  =========  ================================================
+hook                                      called     for
+========================================  =========  ================================================
+``pytest_sremarathon_fault_kinds``        per run    adding fault kinds to the registry
+``pytest_sremarathon_backends``           per run    adding cluster backends (``--marathon-backend``)
+``pytest_sremarathon_adjust_observation`` per step   changing what the agent is about to see
+``pytest_sremarathon_step_report``        per step   receiving each step's outcome and report
+``pytest_sremarathon_choose_scorer``      per run    choosing the scorer (first non-None result wins)
+========================================  =========  ================================================
 
 Hooks run in the process that runs the marathon (with ``pytest -n``, on the xdist worker that
 owns it), so implement them in a ``conftest.py`` or plugin that the workers load too.
@@ -37,7 +39,7 @@ hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec
-def sremarathon_fault_kinds() -> "list[type[FaultKind]]":
+def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":
     """Return fault kinds (subclasses of :class:`pytest_sremarathon.faults.base.FaultKind`) to
     add to the registry; a kind with a built-in kind's ``name`` replaces it.
 
@@ -53,7 +55,7 @@ def sremarathon_fault_kinds() -> "list[type[FaultKind]]":
 
 
 @hookspec
-def sremarathon_backends() -> "dict[str, Callable[..., Any]]":
+def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":
     """Return ``{name: factory}`` for additional cluster backends, selectable with
     ``--marathon-backend NAME`` (``marathon_backend`` in the ini file).
 
@@ -68,7 +70,7 @@ def sremarathon_backends() -> "dict[str, Callable[..., Any]]":
 
 
 @hookspec
-def sremarathon_adjust_observation(observation: "ObservationWire", marathon: "Marathon") -> None:
+def pytest_sremarathon_adjust_observation(observation: "ObservationWire", marathon: "Marathon") -> None:
     """Change the observation in place before the agent sees it: drop or relabel alerts
     (``observation.alerts`` / ``observation.new_alerts``), e.g. to study an agent under less
     telemetry. The recorded evidence and the scoring are not affected; the agent's findings
@@ -79,7 +81,7 @@ def sremarathon_adjust_observation(observation: "ObservationWire", marathon: "Ma
 
 
 @hookspec
-def sremarathon_step_report(step: int, outcome: "StepOutcome", marathon: "Marathon") -> None:
+def pytest_sremarathon_step_report(step: int, outcome: "StepOutcome", marathon: "Marathon") -> None:
     """Receive every agent step's result: ``outcome.outcome`` (``ok``, ``error``, ``timeout``,
     ``invalid``, ``dead``), ``outcome.report`` (the validated :class:`Report`, or None),
     ``outcome.error`` and ``outcome.wall_seconds``. ``marathon.clock.now`` is the step's virtual
@@ -91,7 +93,7 @@ def sremarathon_step_report(step: int, outcome: "StepOutcome", marathon: "Marath
 
 
 @hookspec(firstresult=True)
-def sremarathon_choose_scorer(bundle: "Bundle") -> "Optional[Callable[[Bundle], MarathonScore]]":
+def pytest_sremarathon_choose_scorer(bundle: "Bundle") -> "Optional[Callable[[Bundle], MarathonScore]]":
     """Return a scoring function for this sealed bundle, or None to leave the choice to the
     next implementation (the first non-None result wins; with none, Marathon-Score).
 
@@ -104,11 +106,22 @@ def sremarathon_choose_scorer(bundle: "Bundle") -> "Optional[Callable[[Bundle], 
     """
 
 
+class _StandalonePluginManager(pluggy.PluginManager):
+    """Also takes implementations under the hooks' earlier names (``sremarathon_*``, without
+    the ``pytest_`` prefix) in plugins loaded outside pytest."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is not None and name.startswith("sremarathon_") and not opts.get("specname"):
+            opts = {**opts, "specname": "pytest_" + name}
+        return opts
+
+
 def standalone_plugin_manager() -> pluggy.PluginManager:
     """The plugin manager used outside pytest (the CLI)."""
     import sys
 
-    pm = pluggy.PluginManager("pytest")
+    pm = _StandalonePluginManager("pytest")
     pm.add_hookspecs(sys.modules[__name__])
     pm.load_setuptools_entrypoints("sremarathon")
     return pm

@@ -36,8 +36,10 @@ import pytest
 
 from . import hookspecs
 from .agent.host import AgentSpec
+from .clock import parse_iso
 from .errors import SremarathonError
-from .marathon import Marathon, MarathonOptions, Progress, RunResult, SegmentWindow, backend_factories, segment_windows
+from .marathon import (Marathon, MarathonOptions, Progress, RunResult, SegmentWindow, backend_factories, resolve_backend,
+                       segment_windows)
 from .scenario import Scenario, load_scenario
 from .scoring import FaultResult, MarathonScore, weights_line
 
@@ -45,7 +47,7 @@ pytest_plugins = ("pytest_sremarathon.fixtures",)
 
 USAGE_EXAMPLE = "pytest scenarios/marathon.yaml --agent=pytest_sremarathon.baselines:RollbackAgent"
 RESULT_KEY = pytest.StashKey["SegmentResult"]()
-TIMELINE_KEY = pytest.StashKey[str]()
+RUN_REPORT_KEY = pytest.StashKey["tuple[Optional[Path], str]"]()
 BASELINE_FORMAT = "sremarathon-baseline/1"
 DEFAULT_OUT = "sremarathon-runs"
 DEFAULT_PROGRESS_SECONDS = 10.0
@@ -67,8 +69,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--agent-cmd", "an agent command speaking the JSON-lines protocol (instead of --agent)", metavar="COMMAND")
     add("--marathon-seeds", "comma-separated seeds; one marathon per seed (default: the scenario's seed)",
         metavar="N[,N…]")
-    add("--marathon-backend", "cluster backend: twin (default) or one registered by a sremarathon_backends hook",
-        metavar="NAME")
+    add("--marathon-backend", "cluster backend: twin (default), kind (a two-zone kind cluster), kubeconfig:PATH "
+        "(an existing cluster) or one registered by a pytest_sremarathon_backends hook", metavar="NAME")
+    add("--marathon-keep-cluster", "keep the kind cluster a run created (the next run reuses it)", ini_type="bool",
+        action="store_true", default=None)
     add("--marathon-out", f"directory for sealed bundles (default: <rootdir>/{DEFAULT_OUT})", metavar="DIR")
     add("--marathon-min-score", "fail the session when a marathon scores below this (0-100)", metavar="N")
     add("--marathon-baseline", "baseline results file: faults that failed in it are expected failures "
@@ -123,6 +127,7 @@ class Settings:
     signing_key: Optional[Path]
     scenario: Optional[Path]
     progress_interval: float
+    keep_cluster: bool = False
 
     @property
     def has_agent(self) -> bool:
@@ -157,9 +162,18 @@ def read_settings(config: pytest.Config) -> Settings:
         if not seeds:
             raise pytest.UsageError(f"--marathon-seeds takes comma-separated integers (e.g. 1,2,3), got {seeds_opt!r}")
     backend = _opt(config, "marathon_backend") or "twin"
-    known = backend_factories(config.hook)
-    if backend not in known:
+    if backend.startswith("kubeconfig:"):
+        where = _raw(config, "marathon_backend")[1]
+        base = config.invocation_params.dir if where == "option" else (
+            config.inipath.parent if config.inipath else config.rootpath)
+        path = (Path(base) / Path(backend[len("kubeconfig:"):]).expanduser()).resolve()
+        if not path.is_file():
+            raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
+        backend = f"kubeconfig:{path}"
+    if resolve_backend(backend, config.hook) is None:
+        known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
         raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
+    keep_cluster = bool(config.getoption("marathon_keep_cluster", None) or config.getini("marathon_keep_cluster"))
     budget = number("marathon_step_budget", low=0)
     if budget is not None and budget <= 0:
         raise pytest.UsageError(f"--marathon-step-budget must be > 0 seconds, got {budget:g}")
@@ -179,7 +193,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
                     min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
                     step_budget=budget, signing_key=key, scenario=_path_opt(config, "marathon_scenario"),
-                    progress_interval=progress)
+                    progress_interval=progress, keep_cluster=keep_cluster)
 
 
 # -- plugin wiring --------------------------------------------------------------------------
@@ -239,7 +253,8 @@ def _distributing(config: pytest.Config) -> bool:
 
 
 class _XdistController:
-    """Hands the controller's decisions to each xdist worker."""
+    """Hands the controller's decisions to each xdist worker, and takes back the results of
+    runs no report carried (sealed when the worker's session ended)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -248,6 +263,11 @@ class _XdistController:
         if self.config.stash.get(AUTO_DIST_KEY, False):
             node.workerinput["sremarathon_loadgroup"] = True
         node.workerinput["sremarathon_agent_checked"] = session_of(self.config).agent_checked
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        board = session_of(self.config).board
+        for data in getattr(node, "workeroutput", {}).get("sremarathon", []):
+            board.add(data, "")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -345,7 +365,10 @@ class MarathonSession:
     usage_errors: list[str] = field(default_factory=list)
     scenarios: dict[str, Scenario] = field(default_factory=dict)
     board: "Scoreboard" = field(default_factory=lambda: Scoreboard())
+    reasons: dict[str, str] = field(default_factory=dict)  # how each sealed run ended
+    reported: set[str] = field(default_factory=set)  # runs whose final result rode on a report
     gate_failures: list[str] = field(default_factory=list)
+    not_gated: list[str] = field(default_factory=list)
     baseline_written: Optional[str] = None
     agent_checked: bool = False
     _agent_error: Optional[str] = None
@@ -424,7 +447,8 @@ class MarathonSession:
         return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
                                seed=target.seed, out_dir=s.out, step_budget=s.step_budget,
                                signing_key=load_signing_key(s.signing_key) if s.signing_key else None,
-                               progress=self._progress_printer(target), backend=s.backend)
+                               progress=self._progress_printer(target), backend=s.backend,
+                               keep_cluster=s.keep_cluster)
 
     def marathon(self, target: MarathonTarget) -> Marathon:
         """The target's run, started on first use."""
@@ -444,7 +468,44 @@ class MarathonSession:
     def finish(self, target: MarathonTarget) -> RunResult:
         if target.id not in self.results:
             self.results[target.id] = self.marathon(target).finish()
+            self.reasons[target.id] = "completed"
         return self.results[target.id]
+
+    def final_data(self, target: MarathonTarget) -> dict[str, Any]:
+        """A sealed run's result as it rides on a report (and in xdist's workeroutput)."""
+        self.reported.add(target.id)
+        result, m = self.results[target.id], self.running[target.id]
+        windows = segment_windows(target.scenario)
+
+        def segment_of(start: str) -> str:
+            t = parse_iso(start)
+            return next((w.name for w in windows if w.start <= t < w.end), windows[-1].name)
+
+        return {"marathon": target.id, "run": target.name, "segment": None, "bundle": self.bundle_path(m),
+                "scenario_digest": target.scenario.digest, "agent": m.options.agent.label,
+                "faults": [{**r.to_dict(), "segment": segment_of(r.start)} for r in result.score.faults],
+                "final": _final_summary(result.score, self.reasons.get(target.id, "completed"))}
+
+    def seal_unfinished(self) -> None:
+        """At the session's end: seal runs no test finished (interrupted: fixtures that looked at
+        part of a run, deselected segments, ``-x``) and publish the results no report carried."""
+        for target in list(self.targets.values()):
+            if target.id not in self.running:
+                continue
+            if target.id not in self.results:
+                try:
+                    self.results[target.id] = self.running[target.id].finish("interrupted")
+                    self.reasons[target.id] = "interrupted"
+                except Exception as exc:  # noqa: BLE001 - never mask the session's own outcome
+                    print(f"sremarathon: could not seal {target.id}: {exc}", file=sys.stderr)
+                    continue
+            if target.id in self.reported:
+                continue
+            data = self.final_data(target)
+            if _is_worker(self.config):
+                self.config.workeroutput.setdefault("sremarathon", []).append(data)  # type: ignore[attr-defined]
+            else:
+                self.board.add(data, "")
 
     def crash(self, target: MarathonTarget, where: str, exc: BaseException) -> None:
         """The run broke: seal what it recorded, and fail its later segments at once."""
@@ -453,6 +514,7 @@ class MarathonSession:
         if m is not None and target.id not in self.results:
             try:
                 self.results[target.id] = m.finish("error", f"{type(exc).__name__}: {exc}")
+                self.reasons[target.id] = "error"
                 bundle = f"; bundle {self.bundle_path(m)}"
             except Exception:  # noqa: BLE001 - the original error is the one to report
                 pass
@@ -468,6 +530,7 @@ class MarathonSession:
             if key not in self.results:
                 try:
                     self.results[key] = m.finish("interrupted")
+                    self.reasons[key] = "interrupted"
                 except Exception as exc:  # noqa: BLE001 - never mask the session's own outcome
                     print(f"sremarathon: could not seal {key}: {exc}", file=sys.stderr)
 
@@ -530,26 +593,21 @@ class MarathonSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
         data = getattr(report, "sremarathon", None)
         segment = bool(getattr(report, "sremarathon_segment", False))
-        xml = _junit(self.config) if segment else None
+        nodeid = _strip_group(report.nodeid)
+        ours = segment or (nodeid != report.nodeid and "@sremarathon-" in report.nodeid)
+        xml = _junit(self.config) if ours else None
         reporter = None
         if xml is not None:
-            reporter = xml.node_reporter(report)
             # pytest reads a bracket in a middle id component as the last one's parameters
             # ("…segment-01]"), and xdist appends "@<group>": give the testcase its plain names.
-            nodeid = _strip_group(report.nodeid)
-            path, _, rest = nodeid.partition("::")
-            classname = path.replace("/", ".")
+            reporter = xml.node_reporter(report)
+            classname, name = _junit_names(nodeid, segment)
             reporter.add_attribute("classname", f"{xml.prefix}.{classname}" if xml.prefix else classname)
-            reporter.add_attribute("name", rest)
-            if data:
+            reporter.add_attribute("name", name)
+            if data and segment:
                 self._junit_pending[(report.nodeid, getattr(report, "node", None))] = data["bundle"]
         if data and report.when == "call":
             self.board.add(data, _outcome(report))
-            if xml is not None and data.get("final"):
-                key, f = data["marathon"], data["final"]
-                xml.add_global_property(f"sremarathon_score:{key}", f"{f['score']:.2f}")
-                xml.add_global_property(f"sremarathon_declared_done_gap:{key}", f"{f['declared_done_gap']:.2f}")
-                xml.add_global_property(f"sremarathon_bundle:{key}", data["bundle"])
         try:
             return (yield)
         finally:
@@ -558,6 +616,18 @@ class MarathonSession:
                 if bundle:
                     _attach(reporter, bundle)
 
+    def suite_properties(self) -> None:
+        """JUnit ``<testsuite>`` properties per marathon, from the scoreboard (so with xdist too)."""
+        xml = _junit(self.config)
+        if xml is None or _is_worker(self.config):
+            return
+        for key in sorted(self.board.rows):
+            row = self.board.rows[key]
+            if row.final:
+                xml.add_global_property(f"sremarathon_score:{key}", f"{row.final['score']:.2f}")
+                xml.add_global_property(f"sremarathon_declared_done_gap:{key}", f"{row.final['declared_done_gap']:.2f}")
+                xml.add_global_property(f"sremarathon_bundle:{key}", row.bundle)
+
     # -- gating, baseline update ------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -565,11 +635,13 @@ class MarathonSession:
             return
         s = self.settings
         if s.min_score is not None:
-            for row in self.board.rows.values():
-                score = row.score
-                if score is not None and score < s.min_score:
-                    state = "" if row.final else " (partial: the marathon did not complete)"
-                    self.gate_failures.append(f"{row.id} scored {score:.1f} < --marathon-min-score {s.min_score:g}{state}")
+            for key in sorted(self.board.rows):
+                row = self.board.rows[key]
+                if not row.complete:
+                    self.not_gated.append(f"{row.id} did not complete ({row.reason}): not judged against "
+                                          f"--marathon-min-score {s.min_score:g}")
+                elif row.score is not None and row.score < s.min_score:
+                    self.gate_failures.append(f"{row.id} scored {row.score:.1f} < --marathon-min-score {s.min_score:g}")
             if self.gate_failures and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if s.update_baseline and s.baseline is not None and self.board.rows:
@@ -591,6 +663,8 @@ class MarathonSession:
                 tr.write_line(line)
         if self.baseline_written:
             tr.write_line(f"baseline updated: {self.baseline_written}")
+        for line in self.not_gated:
+            tr.write_line(f"not gated: {line}", yellow=True)
         for line in self.gate_failures:
             tr.write_line(f"FAILED gate: {line}", red=True, bold=True)
 
@@ -616,6 +690,18 @@ def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
         item._id = coerce_node_id(nodeid)
     else:  # pragma: no cover - older pytest (where xdist's own suffix takes)
         item._nodeid = nodeid
+
+
+def _junit_names(nodeid: str, segment: bool) -> tuple[str, str]:
+    """(classname, name) of a testcase: ``marathon.yaml`` / ``marathon[seed=1]::segment-01`` for
+    a segment; what pytest gives a test function otherwise."""
+    path, _, rest = nodeid.partition("::")
+    if segment:
+        return path.replace("/", "."), rest
+    from _pytest.junitxml import mangle_test_address
+
+    names = mangle_test_address(nodeid)
+    return ".".join(names[:-1]), names[-1]
 
 
 def _strip_group(nodeid: str) -> str:
@@ -678,6 +764,14 @@ class MarathonRow:
     def score(self) -> Optional[float]:
         return self.final["score"] if self.final else self.last_score
 
+    @property
+    def reason(self) -> str:
+        return self.final.get("reason", "completed") if self.final else "not sealed"
+
+    @property
+    def complete(self) -> bool:
+        return self.reason == "completed"
+
 
 @dataclass
 class Scoreboard:
@@ -700,6 +794,9 @@ class Scoreboard:
                 row.last_score = data["score_so_far"]
             for f in data.get("faults") or []:
                 row.faults[f["id"]] = {**f, "segment": segment}
+        else:  # a sealed run's result: every fault, for what no segment item reported
+            for f in data.get("faults") or []:
+                row.faults.setdefault(f["id"], f)
 
     def table(self) -> list[str]:
         head = ("marathon", "score", "segments", "faults", "C", "L", "R", "false-claims", "done-gap", "bundle")
@@ -715,8 +812,8 @@ class Scoreboard:
             fc = f.get("false_claims", 0) if f else sum(x["false_claim"] for x in faults)
             gap = f"{f['declared_done_gap']:+.1f}" if f else "n/a"
             score = f"{r.score:.1f}" if r.score is not None else "-"
-            if not f:
-                score += " (partial)"
+            if not r.complete:
+                score += f" ({r.reason})"
             ok = sum(o in ("passed", "xfailed") for o in r.outcomes.values())
             segs = f"{ok}/{r.segments_total or len(r.outcomes)} ok" if r.outcomes else "-"
             lines.append((r.id, score, segs, str(n), str(c), str(l_), str(rr), str(fc), gap, r.bundle))
@@ -742,7 +839,9 @@ class Scoreboard:
                 ids = sorted(verdicts.get(verdict, []))
                 if ids:
                     parts.append(f"{len(ids)} {label} [{', '.join(ids)}]")
-            out.append(f"baseline {path}: {r.run}: " + ("; ".join(parts) if parts else "as in the baseline"))
+            judged = any(f.get("verdict") for f in r.faults.values())
+            state = "; ".join(parts) if parts else "as in the baseline" if judged else "no segment judged"
+            out.append(f"baseline {path}: {r.run}: {state}")
         return out
 
 
@@ -819,7 +918,7 @@ class Baseline:
     def update(self, board: Scoreboard) -> int:
         n = 0
         for row in board.rows.values():
-            entry = self.marathons.get(row.run) if row.final is None else None
+            entry = None if row.complete else self.marathons.get(row.run)
             faults = dict((entry or {}).get("faults", {}))  # a partial run updates what it saw
             for f in row.faults.values():
                 faults[f["id"]] = {"segment": f["segment"], "kind": f["kind"], "component": f["component"],
@@ -903,6 +1002,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("sremarathon_target", targets_for(metafunc))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Seal runs that no test finished, before the summary and the JUnit file are written."""
+    ms = session_of(session.config)
+    ms.seal_unfinished()
+    ms.suite_properties()
+
+
 # -- segment items --------------------------------------------------------------------------
 class SegmentFailure(Exception):
     """Some fault of the segment was not correlated, localized and repaired while active (or
@@ -953,9 +1060,11 @@ class SegmentItem(pytest.Item):
                                segments=self.count, faults=dicts, score_so_far=round(score.score, 3), bundle=bundle,
                                scenario_digest=target.scenario.digest, agent=marathon.options.agent.label,
                                final=_final_summary(score) if self.last else None)
+        if self.last:
+            ms.reported.add(target.id)
         self.stash[RESULT_KEY] = result
         if self.last and self.config.pluginmanager.getplugin("html") is not None:
-            self.stash[TIMELINE_KEY] = _timeline_svg(marathon, target)
+            self.stash[RUN_REPORT_KEY] = _run_report(ms.results.get(target.id), marathon, target)
         self.user_properties.extend([
             ("sremarathon_score", f"{score.score:.2f}"),
             ("sremarathon_faults", str(len(rows))),
@@ -1027,23 +1136,48 @@ def _stages(r: FaultResult) -> str:
             f"repaired-while-active {mark(r.repaired)} false-claim {'✗ (claimed while broken)' if r.false_claim else '–'}")
 
 
-def _final_summary(score: MarathonScore) -> dict[str, Any]:
-    return {"score": round(score.score, 3), "declared_done_gap": round(score.declared_done_gap, 3),
+def _final_summary(score: MarathonScore, reason: str = "completed") -> dict[str, Any]:
+    return {"reason": reason, "score": round(score.score, 3), "declared_done_gap": round(score.declared_done_gap, 3),
             "faults": len(score.faults), "correlated": sum(f.correlated for f in score.faults),
             "localized": sum(f.localized for f in score.faults), "repaired": sum(f.repaired for f in score.faults),
             "claims": score.claims, "false_claims": score.false_claims, "policy_denials": score.policy_denials,
             "complete": score.complete}
 
 
-def _timeline_svg(marathon: Marathon, target: MarathonTarget) -> str:
-    """The run's fault timeline (the schedule's picture); empty when it cannot be drawn."""
-    try:
-        from .timeline import render_svg
+def _run_report(result: Optional[RunResult], marathon: Marathon,
+                target: MarathonTarget) -> "tuple[Optional[Path], str]":
+    """For pytest-html, on a marathon's last segment: the run's HTML report (``sremarathon
+    report``, written next to the bundle) and its timeline picture as a standalone SVG (the
+    page's ``#timeline`` with the page's styles); the schedule's timeline when the report
+    cannot be made. Never fails the test."""
+    page_path: Optional[Path] = None
+    svg = ""
+    if result is not None:
+        try:
+            import re
 
-        return render_svg(marathon.schedule.faults, marathon.start_time, marathon.end_time,
-                          [(c.at, c.app) for c in marathon.schedule.benign], title=target.name)
-    except Exception:  # noqa: BLE001 - a picture must never fail a test
-        return ""
+            from .report import write_report
+
+            page_path = write_report(result.bundle, Path(str(result.bundle)[: -len(".tar.gz")] + ".html"))
+            page = page_path.read_text(encoding="utf-8")
+            found = re.search(r"<svg id=\"timeline\".*?</svg>", page, re.S)
+            style = re.search(r"<style>(.*?)</style>", page, re.S)
+            if found:
+                svg = found.group(0)
+                if style:
+                    head, _, rest = svg.partition(">")
+                    svg = f"{head}><style>{style.group(1)}</style>{rest}"
+        except Exception:  # noqa: BLE001 - a report must never fail a test
+            page_path = None
+    if not svg:
+        try:
+            from .timeline import render_svg
+
+            svg = render_svg(marathon.schedule.faults, marathon.start_time, marathon.end_time,
+                             [(c.at, c.app) for c in marathon.schedule.benign], title=target.name)
+        except Exception:  # noqa: BLE001
+            svg = ""
+    return page_path, svg
 
 
 # -- reports --------------------------------------------------------------------------------
@@ -1067,25 +1201,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _html_extras(item: SegmentItem, report: Any, result: SegmentResult) -> None:
-    """pytest-html, when installed: a link to the bundle and, on a marathon's last segment, its
-    fault timeline. (A link to an HTML run report is for when ``sremarathon report`` exists.)"""
+    """pytest-html, when installed: a link to the bundle on every segment and, on a marathon's
+    last segment, a link to the run's HTML report and its timeline picture."""
     if item.config.pluginmanager.getplugin("html") is None:
         return
     try:
         from pytest_html import extras
     except ImportError:  # pragma: no cover
         return
-    bundle = Path(result.bundle)
-    if not bundle.is_absolute():
-        bundle = item.config.rootpath / bundle
     html_path = item.config.getoption("htmlpath", None)
-    if html_path:
-        link = os.path.relpath(bundle, Path(html_path).resolve().parent)
-    else:
-        link = bundle.as_uri()
+
+    def link(path: Path) -> str:
+        if not path.is_absolute():
+            path = item.config.rootpath / path
+        if html_path:
+            return os.path.relpath(path, Path(html_path).resolve().parent)
+        return path.as_uri()
+
     found = list(getattr(report, "extras", []))
-    found.append(extras.url(link, name="bundle"))
-    svg = item.stash.get(TIMELINE_KEY, "")
+    found.append(extras.url(link(Path(result.bundle)), name="bundle"))
+    page, svg = item.stash.get(RUN_REPORT_KEY, (None, ""))
+    if page is not None:
+        found.append(extras.url(link(page), name="report"))
     if svg:
         found.append(extras.svg(base64.b64encode(svg.encode()).decode(), name="timeline"))
     report.extras = found

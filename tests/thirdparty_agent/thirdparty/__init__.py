@@ -1,0 +1,1 @@
+"""An example third-party SRE agent for pytest-sremarathon."""
