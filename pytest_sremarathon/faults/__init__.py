@@ -1,5 +1,5 @@
 """Fault kinds: one module per family, collected in a registry that plugins extend through
-the ``sremarathon_fault_kinds`` hook."""
+the ``pytest_sremarathon_fault_kinds`` hook."""
 
 from __future__ import annotations
 
