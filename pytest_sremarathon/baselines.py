@@ -35,7 +35,6 @@ import shutil
 import subprocess
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -500,6 +499,7 @@ _EXTERNAL = re.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE) https?://([A-Za-z0-9.-]
 _AUTH = re.compile(r"WRONGPASS|NOAUTH|invalid username-password|authentication failed|access denied", re.I)
 _SLOW_IO = re.compile(r"fsync|slow I/O|device busy|took \d{3,}\s*ms", re.I)
 _OOM = re.compile(r"out of memory|OOMKilled", re.I)
+_SLO = re.compile(r"\bSLO (\d+(?:\.\d+)?)\s*ms")
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}|\d+(?:\.\d+)?")
 _STOP = frozenset("""
 return self else elif none true false from import with while class lambda yield pass break continue
@@ -547,6 +547,34 @@ def _cpu_millicores(value: Any) -> float:
         return float(s) * 1000
     except ValueError:
         return 0.0
+
+
+_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def _memory_bytes(value: Any) -> float:
+    if value is None:
+        return 0.0
+    s = str(value).strip()
+    for unit, factor in _MEMORY_UNITS.items():
+        if s.endswith(unit):
+            try:
+                return float(s[: -len(unit)]) * factor
+            except ValueError:
+                return 0.0
+    try:
+        return float(s)
+    except ValueError:
+        return 0.0
+
+
+def _per_pod_share(cpu: list[float], ready: list[float], limit: float) -> float:
+    """CPU used per ready pod as a share of the pod's limit, averaged over the samples (what
+    ``kubectl top pods`` against the deployment's limits shows)."""
+    if not limit or not cpu or not ready:
+        return 0.0
+    shares = [c / (max(r, 1.0) * limit) for c, r in zip(cpu, ready)]
+    return sum(shares) / len(shares)
 
 
 def _condition(obj: dict[str, Any], type_: str) -> Optional[dict[str, Any]]:
@@ -621,6 +649,7 @@ class _Evidence:
     slow_io: int = 0
     oom: int = 0
     text: list[str] = field(default_factory=list)
+    sampled_zones: set[str] = field(default_factory=set)  # zones of the pods whose logs were read
 
     def add_chain(self, names: tuple[str, ...], reason: str) -> None:
         self.chains[(names, reason)] = self.chains.get((names, reason), 0) + 1
@@ -709,7 +738,10 @@ class HeuristicSRE:
        two consecutive steps with every alert of the incident resolved.
 
     One incident per localized component (``service:<app>/<svc>``, ``node:<n>``, ``zone:<z>``,
-    ``external:<name>``); its finding lists the alerts of the services it explains.
+    ``external:<name>``); its finding lists the alerts of the services it explains. Firing
+    alerts that no diagnosis explains are grouped per service (``watch:<app>/<svc>``) and
+    reported, never acted on or claimed. Incidents are alert-driven: a failure nobody was paged
+    for is watched, not touched.
     """
 
     JOURNAL = "heuristic-sre.json"
@@ -769,6 +801,7 @@ class HeuristicSRE:
         hypotheses = self._diagnose(obs, view, health, sick, evidence)
         present = self._reconcile(obs, hypotheses, latest, view)
         self._assign_alerts(latest, {present[k]: hypotheses[present[k]] for k in present}, view)
+        self._watch(latest)
         for key in self._act_order(obs, present, hypotheses):
             self._act(obs, view, health, self.state["incidents"][key], hypotheses[present[key]])
         self._follow_up(obs, view, health, present)
@@ -819,6 +852,8 @@ class HeuristicSRE:
                     "available": int((d.get("status") or {}).get("availableReplicas") or 0),
                     "updated": int((d.get("status") or {}).get("updatedReplicas") or 0),
                     "cpu_limit": limit, "container": containers[0].get("name", name),
+                    "memory_limit": _memory_bytes(((containers[0].get("resources") or {}).get("limits") or {})
+                                                  .get("memory")),
                     "env": {e.get("name"): e.get("value") for e in containers[0].get("env") or [] if "name" in e},
                     "config": [ref["configMapRef"]["name"] for ref in containers[0].get("envFrom") or []
                                if ref.get("configMapRef")],
@@ -886,10 +921,14 @@ class HeuristicSRE:
         """Telemetry of every service worth a look: those alerting, those in open incidents,
         those whose pods are unhealthy, and (every half hour) everyone, to keep baselines."""
         keys: set[tuple[str, str]] = set()
+        slos: dict[tuple[str, str], float] = {}
         for a in latest.values():
             k = _alert_service(a)
             if a.status == "firing" and k and k[0] in view.services and k[1] in view.services[k[0]]:
                 keys.add(k)
+                m = _SLO.search(a.annotations.get("description", ""))
+                if m:  # a latency alert that states its objective
+                    slos[k] = float(m.group(1))
         for inc in self.state["incidents"].values():
             if not inc.get("closed"):
                 keys |= {tuple(s) for s in inc.get("services", [])}  # type: ignore[misc]
@@ -906,10 +945,11 @@ class HeuristicSRE:
         for app, svc in sorted(keys):
             if (app, svc) not in view.deployments:
                 continue
-            out[(app, svc)] = self._service_health(obs, view, app, svc, refresh)
+            out[(app, svc)] = self._service_health(obs, view, app, svc, refresh, slos.get((app, svc)))
         return out
 
-    def _service_health(self, obs: Observation, view: _View, app: str, svc: str, refresh: bool) -> _Health:
+    def _service_health(self, obs: Observation, view: _View, app: str, svc: str, refresh: bool,
+                        slo_ms: Optional[float] = None) -> _Health:
         h = _Health()
         err = self._metric(obs, app, svc, "error_ratio", 2.5)
         p99 = self._metric(obs, app, svc, "latency_p99_ms", 2.5)
@@ -920,21 +960,31 @@ class HeuristicSRE:
         h.cpu = sum(cpu) / len(cpu) if cpu else 0.0
         h.ready = min(ready) if ready else 0.0
         d = view.deployments[(app, svc)]
-        limit = d["cpu_limit"]
-        h.utilisation = h.cpu / (max(h.ready, 1.0) * limit) if limit else 0.0
+        h.utilisation = _per_pod_share(cpu, ready, d["cpu_limit"])
         base = self.state["baseline"].get(f"{app}/{svc}")
         reasons = []
         if h.error_ratio >= self.ERROR_RATIO:
             reasons.append(f"errors {h.error_ratio:.0%}")
-        if base and h.p99 > self.LATENCY_FACTOR * base["p99"] and h.p99 > base["p99"] + 25:
+        if base and h.p99 > self.LATENCY_FACTOR * base["p99"] and h.p99 > base["p99"] + 8:
             reasons.append(f"p99 {h.p99:.0f}ms vs {base['p99']:.0f}ms")
+        elif slo_ms and h.p99 > slo_ms:
+            reasons.append(f"p99 {h.p99:.0f}ms over its {slo_ms:.0f}ms SLO")
         if h.utilisation >= 0.95:
             reasons.append(f"cpu {h.utilisation:.0%} of limit")
+        if not reasons:  # slower-burning trouble: restarts, memory at the limit
+            restarts = self._metric(obs, app, svc, "restarts", 12)
+            if restarts and restarts[-1] > restarts[0]:
+                reasons.append(f"{restarts[-1] - restarts[0]:.0f} restart(s) in 12 min")
+            memory = self._metric(obs, app, svc, "memory_bytes", 2.5)
+            if memory and d.get("memory_limit") and max(memory) >= 0.9 * d["memory_limit"]:
+                reasons.append(f"memory at {max(memory) / d['memory_limit']:.0%} of its limit")
         pods = view.pods_of(app, svc)
         bad = [p for p in pods if not p.ready or p.waiting]
         if bad:
             reasons.append(f"{len(bad)}/{len(pods)} pods unhealthy")
-        if d["replicas"] > 0 and d["available"] == 0:
+        if d["replicas"] == 0:
+            reasons.append("scaled to zero")
+        elif d["available"] == 0:
             reasons.append("no available replicas")
         elif d["available"] < d["replicas"]:
             reasons.append(f"{d['available']}/{d['replicas']} replicas available")
@@ -961,10 +1011,16 @@ class HeuristicSRE:
         picked += [p for p in pods if p.waiting and p not in picked][:1]
         known = {s for a, ss in view.services.items() for s in ss}
         for pod in picked[:4]:
+            if pod.zone and pod.ready:
+                ev.sampled_zones.add(pod.zone)
             text = self._kube.log(app, pod.name, since_seconds=self.LOG_WINDOW)
             if pod.waiting or pod.restarts:
                 text += "\n" + self._kube.log(app, pod.name, since_seconds=self.LOG_WINDOW, previous=True)
             self._read_log(app, svc, pod, text, known, ev)
+        if not ev.lines and picked and not self._callees(app, svc):
+            # A quiet leaf (a datastore?): its storage complaints may be older than the window.
+            longer = self._kube.log(app, picked[0].name, since_seconds=4 * self.LOG_WINDOW)
+            ev.slow_io += sum(1 for line in longer.splitlines() if _SLOW_IO.search(line))
         return ev
 
     def _read_log(self, app: str, svc: str, pod: _Pod, text: str, known: set[str], ev: _Evidence) -> None:
@@ -1069,29 +1125,41 @@ class HeuristicSRE:
             if node not in done:
                 out.append(self._machine_hypothesis(f"node:{node}", "node", view, [node], sick, evidence, why))
                 done.add(node)
-        # A zone whose pods cannot resolve names, or whose pods alone time out.
-        dns: dict[str, int] = {}
-        slow: dict[str, int] = {}
-        for key, ev in evidence.items():
-            for z, n in ev.dns_zones.items():
-                dns[z] = dns.get(z, 0) + n
-            for z, n in ev.timeout_zones.items():
-                slow[z] = slow.get(z, 0) + n
-        for counts, what in ((dns, "DNS lookups time out"), (slow, "calls time out")):
-            total = sum(counts.values())
-            if not total:
+        # A zone whose pods cannot resolve names, or whose pods alone time out: judged per
+        # service, comparing its pods in different zones (a zone that holds every pod because
+        # the others are cordoned proves nothing).
+        clean = not out and all(d["ready"] and not d["cordoned"] for d in view.nodes.values())
+        for what in ("dns", "timeout"):
+            if what == "timeout" and not clean:
                 continue
-            zone, n = max(sorted(counts.items()), key=lambda kv: kv[1])
-            if not zone or f"zone:{zone}" in {h.component for h in out} or any(view.nodes[x]["zone"] == zone for x in done):
+            by_zone: dict[str, set[tuple[str, str]]] = {}
+            lines: dict[str, int] = {}
+            for key, ev in evidence.items():
+                counts = ev.dns_zones if what == "dns" else ev.timeout_zones
+                if len(ev.sampled_zones) < 2:
+                    continue
+                hit = [z for z in ev.sampled_zones if counts.get(z)]
+                if len(hit) == 1:
+                    by_zone.setdefault(hit[0], set()).add(key)
+                    lines[hit[0]] = lines.get(hit[0], 0) + counts[hit[0]]
+            if not by_zone:
                 continue
-            services = {k for k, ev in evidence.items() if (ev.dns_zones if counts is dns else ev.timeout_zones).get(zone)}
-            enough = n >= 3 and n >= 0.75 * total
-            if counts is slow and enough:  # timeouts from one zone only matter if callees look healthy
+            zone, services = max(sorted(by_zone.items()), key=lambda kv: len(kv[1]))
+            if f"zone:{zone}" in {h.component for h in out} or any(view.nodes[x]["zone"] == zone for x in done):
+                continue
+            enough = lines[zone] >= 2 if what == "dns" else len(services) >= 3 and lines[zone] >= 6
+            if what == "timeout" and enough:  # timeouts only matter if the callees look healthy
                 enough = not any(self._callee_failing(k, evidence, sick) for k in services)
             if enough:
+                label = "DNS lookups time out" if what == "dns" else "calls time out"
                 h = self._machine_hypothesis(f"zone:{zone}", "zone", view, view.zone_nodes(zone), sick, evidence,
-                                             f"in {zone} {what} ({n} of {total} log lines)")
+                                             f"in {zone} {label} for {len(services)} service(s) whose pods "
+                                             f"elsewhere are fine")
                 h.services = services & sick  # what the zone's evidence covers, not all it hosts
+                if what == "timeout":
+                    # Slow or cut-off networks show only as timeouts: localize, but do not move
+                    # half the cluster on evidence this indirect.
+                    h.kind = "zone-watch"
                 out.append(h)
         return out
 
@@ -1150,13 +1218,17 @@ class HeuristicSRE:
         for key in sick:
             ev = evidence.get(key) or _Evidence()
             if ev.own and ev.own >= sum(ev.chains.values()):
-                continue
-            if key in hosted:
-                explained.add(key)
-                continue
+                continue  # its own code fails
             app = key[0]
-            if any(names and (app, names[-1]) in hosted and reason in ("timeout", "unavailable")
-                   for (names, reason) in ev.chains):
+            if ev.chains:
+                (names, reason), _ = max(sorted(ev.chains.items()), key=lambda kv: kv[1])
+                if reason in ("timeout", "unavailable") and (key in hosted or (names and (app, names[-1]) in hosted)):
+                    explained.add(key)
+                continue  # errors that point somewhere else (a credential, a name, an API, a bug)
+            if key in hosted:
+                bad = [p for p in view.pods_of(*key) if not p.ready or p.waiting]
+                if bad and not all(p.node in nodes for p in bad):
+                    continue  # its unhealthy pods are elsewhere (or unscheduled): its own trouble
                 explained.add(key)
         h.services = explained
         h.clients = sorted(f"{a}/{s}" for a, s in hosted)
@@ -1186,9 +1258,20 @@ class HeuristicSRE:
             h = _Hypothesis(component=f"service:{app}/{entry}", kind="surge", app=app, fix_service=entry,
                             why=f"{app} traffic {ratio:.1f}x in 45 min; saturated: {', '.join(saturated)}")
             h.clients = saturated
-            h.services = {(a, s) for (a, s) in sick if a == app and not (evidence.get((a, s)) or _Evidence()).own}
+            # What the surge explains: failing services of the app whose own traffic jumped too
+            # and that do not fail on their own (a bad change can ship during a surge).
+            h.services = {(a, s) for (a, s) in sick if a == app and not (evidence.get((a, s)) or _Evidence()).own
+                          and (s == entry or self._rate_ratio(obs, a, s) >= 2.0)}
             out.append(h)
         return out
+
+    def _rate_ratio(self, obs: Observation, app: str, svc: str) -> float:
+        """Request rate now against three quarters of an hour ago."""
+        now = self._metric(obs, app, svc, "requests_per_second", 3)
+        before = self._metric(obs, app, svc, "requests_per_second", 45)[:6]
+        if not now or not before:
+            return 0.0
+        return (sum(now) / len(now)) / max(sum(before) / len(before), 1e-6)
 
     def _entry(self, app: str, view: _View) -> Optional[str]:
         names = view.services.get(app, [])
@@ -1207,6 +1290,14 @@ class HeuristicSRE:
         ev = evidence.get(key) or _Evidence()
         known = set(view.services.get(app, []))
         chain_total = sum(ev.chains.values())
+        own_pods = [p for p in view.pods_of(app, svc) if p.waiting or not p.ready]
+        if ev.oom or (own_pods and not ev.chains):
+            # Its own pods crash, run out of memory or never get ready: the trouble is here.
+            h = _Hypothesis(component=f"service:{app}/{svc}", kind="change", app=app, fix_service=svc,
+                            why=f"{svc}'s own pods are failing ({len(own_pods)} unhealthy"
+                                + (", out of memory" if ev.oom else "") + ")", slow_burn=True)
+            h.tokens = _tokens("\n".join(ev.text))
+            return h
         if ev.own and ev.own >= chain_total:
             h = _Hypothesis(component=f"service:{app}/{svc}", kind="change", app=app, fix_service=svc,
                             why=f"{svc} raises its own exceptions")
@@ -1301,6 +1392,13 @@ class HeuristicSRE:
         for comp in sorted(hyps):
             h = hyps[comp]
             key = self.state["open"].get(comp)
+            if key is not None and self.state["incidents"][key]["kind"] != h.kind \
+                    and "zone" not in (h.kind + self.state["incidents"][key]["kind"]):
+                # Same component, a different failure (a surge after a bad config, say): a new incident.
+                old = self.state["incidents"][key]
+                old["closed"], old["closed_at"] = True, _iso(obs.time)
+                del self.state["open"][comp]
+                key = None
             if key is None and not self._alerting(h, latest, view):
                 continue
             if key is None:
@@ -1345,7 +1443,8 @@ class HeuristicSRE:
                     services.setdefault((app, c), key)
             for n in inc.get("nodes") or []:
                 nodes.setdefault(n, key)
-        rank = {"change": 0, "credential": 0, "datastore": 0, "external": 1, "surge": 2, "node": 3, "zone": 4}
+        rank = {"change": 0, "credential": 0, "datastore": 0, "external": 1, "surge": 2, "node": 3, "zone": 4,
+                "zone-watch": 4}
         for comp in sorted(hyps, key=lambda c: (rank.get(hyps[c].kind, 5), c), reverse=True):
             h = hyps[comp]
             key = self.state["open"][comp]
@@ -1363,7 +1462,11 @@ class HeuristicSRE:
             by_node.update(nodes)
         for alert in sorted(latest.values(), key=lambda a: (_utc(a.starts_at), a.id)):
             current = owner.get(alert.id)
-            if current is not None and (alert.status != "firing" or self.state["incidents"][current].get("closed")):
+            if current is not None and self.state["incidents"][current].get("closed"):
+                if alert.status == "firing":
+                    del owner[alert.id]  # outlived its incident: up for grabs again
+                current = None if alert.id not in owner else current
+            if current is not None and alert.status != "firing":
                 continue
             target = None
             svc = _alert_service(alert)
@@ -1378,8 +1481,9 @@ class HeuristicSRE:
                 continue
             inc = self.state["incidents"][target]
             opened = _parse_time(inc["opened"]) or alert.starts_at
-            if _utc(alert.starts_at) < opened - timedelta(minutes=30):
-                continue  # older than the failure: another story
+            on_root = svc is not None and inc["component"] == f"service:{svc[0]}/{svc[1]}"
+            if _utc(alert.starts_at) < opened - timedelta(minutes=30) and not (on_root and alert.status == "firing"):
+                continue  # older than the failure: another story (unless the root itself still fires)
             if alert.status != "firing" and current is None and _utc(alert.starts_at) < opened - timedelta(minutes=10):
                 continue
             if current is not None:
@@ -1392,9 +1496,33 @@ class HeuristicSRE:
             if not inc.get("onset") or start < inc["onset"]:
                 inc["onset"] = start
 
+    def _watch(self, latest: dict[str, Alert]) -> None:
+        """Alerts on a service that no diagnosis explains (yet) are grouped per service, as a
+        pager groups them, so that nothing firing goes unreported; these incidents are watched
+        and reported, never acted on or claimed."""
+        watch: dict[str, dict[str, Any]] = self.state.setdefault("watch", {})
+        owner: dict[str, str] = self.state["owner"]
+        for svc_key, w in list(watch.items()):  # drop alerts a diagnosis has taken over
+            w["alerts"] = [a for a in w["alerts"] if a not in owner]
+            if w["open"] and w["alerts"] and all(latest[a].status != "firing" for a in w["alerts"] if a in latest):
+                w["open"] = False
+        for alert in sorted(latest.values(), key=lambda a: (_utc(a.starts_at), a.id)):
+            svc = _alert_service(alert)
+            if svc is None or alert.id in owner or alert.status != "firing":
+                continue
+            svc_key = f"{svc[0]}/{svc[1]}"
+            w = watch.get(svc_key)
+            if w is None or not w["open"]:
+                n = (w or {}).get("n", 0) + 1
+                w = watch[svc_key] = {"n": n, "open": True, "alerts": [],
+                                      "key": f"watch:{svc_key}" if n == 1 else f"watch:{svc_key}#{n}"}
+            if alert.id not in w["alerts"]:
+                w["alerts"].append(alert.id)
+
     def _act_order(self, obs: Observation, present: dict[str, str], hyps: dict[str, _Hypothesis]) -> list[str]:
         """Machines first (their symptoms mask everything else), then the rest by component."""
-        order = {"node": 0, "zone": 0, "surge": 1, "external": 2, "credential": 2, "datastore": 2, "change": 3}
+        order = {"node": 0, "zone": 0, "zone-watch": 0, "surge": 1, "external": 2, "credential": 2, "datastore": 2,
+                 "change": 3}
         return sorted(present, key=lambda k: (order.get(hyps[present[k]].kind, 4), k))
 
     # -- repairs ----------------------------------------------------------------------------
@@ -1426,10 +1554,14 @@ class HeuristicSRE:
 
     def _drain(self, obs: Observation, view: _View, inc: dict[str, Any], nodes: list[str]) -> None:
         assert self._kube is not None
-        others = view.schedulable_ready(excluding=nodes)
-        if not others:
-            self._notes.append(f"{self._key_of(inc)}: not draining {', '.join(nodes)}: nowhere to move the pods")
-            return
+        if not self._room_elsewhere(view, nodes):
+            self._free_capacity(obs, view, inc, nodes)
+            if not self._room_elsewhere(view, nodes):
+                if not inc.get("no_room_noted"):
+                    inc["no_room_noted"] = True
+                    self._notes.append(f"{self._key_of(inc)}: not draining {', '.join(nodes)}: "
+                                       "not enough healthy nodes elsewhere")
+                return
         for node in nodes:
             info = view.nodes.get(node)
             if info is None:
@@ -1450,6 +1582,30 @@ class HeuristicSRE:
                     if exc.status != 404:
                         self._notes.append(f"evict {pod.ns}/{pod.name} failed: {exc}")
 
+    def _room_elsewhere(self, view: _View, nodes: list[str]) -> bool:
+        """Draining ``nodes`` leaves enough: a whole zone only if every other node is healthy and
+        schedulable; one node only if two healthy schedulable nodes remain."""
+        others = [n for n in view.nodes if n not in nodes]
+        healthy = view.schedulable_ready(excluding=nodes)
+        if len(nodes) > 1:
+            return bool(others) and len(healthy) == len(others)
+        return len(healthy) >= min(2, len(others))
+
+    def _free_capacity(self, obs: Observation, view: _View, inc: dict[str, Any], keep: list[str]) -> None:
+        """Uncordon healthy nodes we cordoned for incidents that are over."""
+        assert self._kube is not None
+        active = {n for i in self.state["incidents"].values() if not i.get("closed") and i is not inc
+                  for n in i.get("nodes") or []}
+        for node, info in sorted(view.nodes.items()):
+            if (info["cordoned"] and info["ready"] and not info["disk"] and node not in keep and node not in active
+                    and node in self.state["cordoned"]):
+                try:
+                    self._kube.cordon(node, on=False)
+                    info["cordoned"] = False
+                    self._record(obs, inc, f"uncordoned {node} (its incident is over) to make room")
+                except KubeError as exc:
+                    self._notes.append(f"uncordon {node} failed: {exc}")
+
     def _uncordon_if_starved(self, obs: Observation, view: _View, inc: dict[str, Any]) -> None:
         """Pods that cannot be scheduled while healthy nodes sit cordoned (not by us, or by us
         for an incident that is over): uncordon those nodes."""
@@ -1461,7 +1617,7 @@ class HeuristicSRE:
         for i in self.state["incidents"].values():
             if i["kind"] in ("node", "zone"):
                 closed = _parse_time(i.get("closed_at"))
-                if not i.get("closed") or closed is None or obs.time - closed < timedelta(hours=3):
+                if not i.get("closed") or closed is None or obs.time - closed < timedelta(minutes=30):
                     busy |= set(i.get("nodes") or [])
         for node, info in sorted(view.nodes.items()):
             if info["cordoned"] and info["ready"] and not info["disk"] and node not in busy:
@@ -1487,37 +1643,69 @@ class HeuristicSRE:
 
     def _scale(self, obs: Observation, view: _View, health: dict[tuple[str, str], _Health],
                inc: dict[str, Any], h: _Hypothesis) -> None:
+        """Scale out every deployment of the app that runs hot (CPU per ready pod over
+        :attr:`SATURATED` of its limit), to about 45% — at most doubling per step. A deploy
+        that resets a scaled deployment (manifests carry replica counts) is scaled back at once."""
         assert self._kube is not None and h.app
-        last = _parse_time(inc.get("last_action"))
+        app = h.app
+        targets = inc.setdefault("scale_targets", {})
+        for svc, want in sorted(targets.items()):
+            d = view.deployments.get((app, svc))
+            if d and d["replicas"] < want:
+                try:
+                    self._kube.scale(app, svc, want)
+                    self._record(obs, inc, f"scaled {app}/{svc} back to {want} (a deploy reset it to {d['replicas']})")
+                    d["replicas"] = want
+                except KubeError as exc:
+                    self._notes.append(f"scale {app}/{svc} failed: {exc}")
+        last = _parse_time(inc.get("last_scaled"))
         if last is not None and obs.time - last < timedelta(minutes=4):
             return  # let the new pods warm up before judging again
-        for (app, svc), hl in sorted(health.items()):
-            if app != h.app or hl.utilisation < self.SATURATED:
+        for (a, svc), d in sorted(view.deployments.items()):
+            if a != app:
                 continue
-            d = view.deployments.get((app, svc))
-            if not d:
+            hl = health.get((a, svc))
+            util = hl.utilisation if hl is not None else self._utilisation(obs, view, a, svc)
+            if util < self.SATURATED * 0.85:
                 continue
             current = max(d["replicas"], 1)
-            want = min(max(current + 1, math.ceil(current * hl.utilisation / 0.55)), current * 2, 16)
+            want = min(max(current + 1, math.ceil(current * util / 0.45)), current * 2, 20)
             if want <= d["replicas"]:
                 continue
             try:
                 self._kube.scale(app, svc, want)
+                targets[svc] = want
+                inc["last_scaled"] = _iso(obs.time)
                 self._record(obs, inc, f"scaled {app}/{svc} {d['replicas']} -> {want} "
-                                       f"(CPU {hl.utilisation:.0%} of its limit per pod)")
+                                       f"(CPU {util:.0%} of its limit per pod)")
             except KubeError as exc:
                 self._notes.append(f"scale {app}/{svc} failed: {exc}")
 
+    def _utilisation(self, obs: Observation, view: _View, app: str, svc: str) -> float:
+        return _per_pod_share(self._metric(obs, app, svc, "cpu_millicores", 2.5),
+                              self._metric(obs, app, svc, "ready_pods", 2.5),
+                              view.deployments[(app, svc)]["cpu_limit"])
+
     def _fallback(self, obs: Observation, view: _View, inc: dict[str, Any], h: _Hypothesis) -> None:
         """Switch the calling service to its degraded mode: a ``*FALLBACK*`` setting (in its
-        ConfigMap or env) set to the next of :data:`FALLBACK_VALUES`, via ``set env``."""
+        ConfigMap or env) set to the next of :data:`FALLBACK_VALUES`, via ``set env``. A value
+        that a deploy wiped is set again; the next value is tried only when the last one is
+        live and the calls still fail."""
         assert self._kube is not None
         app, svc = h.app or "", h.fix_service or ""
-        last = _parse_time(inc.get("last_action"))
-        if last is not None and obs.time - last < timedelta(minutes=10):
-            return
         d = view.deployments.get((app, svc))
         if d is None:
+            return
+        key, value = inc.get("fallback_key"), inc.get("fallback_value")
+        if key and value and d["env"].get(key) != value:
+            try:
+                self._kube.set_env(app, svc, d["container"], key, value)
+                self._record(obs, inc, f"set {key}={value} on {app}/{svc} again (a deploy reset it)")
+            except KubeError as exc:
+                self._notes.append(f"set env {key} on {app}/{svc} failed: {exc}")
+            return
+        last = _parse_time(inc.get("last_action"))
+        if last is not None and (obs.time - last < timedelta(minutes=10) or d["updated"] < d["replicas"]):
             return
         settings: dict[str, str] = {}
         try:
@@ -1529,7 +1717,9 @@ class HeuristicSRE:
         settings.update({k: str(v) for k, v in d["env"].items() if v is not None})
         keys = sorted(k for k in settings if _FALLBACK_KEY.search(k))
         if not keys:
-            self._notes.append(f"{self._key_of(inc)}: {svc} has no fallback setting to switch on")
+            if not inc.get("no_fallback_noted"):
+                inc["no_fallback_noted"] = True
+                self._notes.append(f"{self._key_of(inc)}: {svc} has no fallback setting to switch on")
             return
         key = keys[0]
         tried = inc.setdefault("fallback_tried", [])
@@ -1537,6 +1727,7 @@ class HeuristicSRE:
         if value is None:
             return
         tried.append(value)
+        inc["fallback_key"], inc["fallback_value"] = key, value
         try:
             self._kube.set_env(app, svc, d["container"], key, value)
             self._record(obs, inc, f"set {key}={value} on {app}/{svc} (third-party API down)")
@@ -1626,15 +1817,22 @@ class HeuristicSRE:
         last = _parse_time(inc.get("last_action"))
         if last is not None and obs.time - last < self.VERIFY_AFTER:
             return  # give the last repair time to roll out
-        if len(inc["tried"]) >= self.MAX_REVERTS or not inc["alerts"]:
-            return
+        recent = [t for t in inc.get("tried_at", []) if obs.time - (_parse_time(t) or obs.time) < timedelta(hours=1)]
+        if len(recent) >= self.MAX_REVERTS or not inc["alerts"]:
+            return  # (a long-lived incident gets a fresh budget for a new episode)
         suspects = self._suspects(obs, inc, h)
         if not suspects:
             if inc["tried"] or not h.fix_service:
                 return
             pods = view.pods_of(h.app or "", h.fix_service)
+            leaf = not self._callees(h.app or "", h.fix_service)
+            opened = _parse_time(inc["opened"]) or obs.time
             if pods and all(p.waiting == "" for p in pods) and any(not p.ready for p in pods):
                 self._restart_once(obs, inc, h.app or "", [h.fix_service], "no suspect change; restart unready pods")
+            elif leaf and obs.time - opened >= timedelta(minutes=10):
+                # A slow dependency with no change behind it (a datastore whose storage stalls):
+                # fresh pods are the cheapest thing to try.
+                self._restart_once(obs, inc, h.app or "", [h.fix_service], "no suspect change; restart the slow leaf")
             return
         score, change, why, strong = suspects[0]
         if not strong and "matches the errors" not in why:
@@ -1648,6 +1846,7 @@ class HeuristicSRE:
             if obs.time - opened < timedelta(minutes=10) or recent:
                 return
         inc["tried"].append(change.id)
+        inc.setdefault("tried_at", []).append(_iso(obs.time))
         inc["cause"] = change.id
         try:
             revert = obs.pipeline.revert(h.app or "", change.id)
@@ -1670,11 +1869,9 @@ class HeuristicSRE:
                 continue
             inc["absent"] = inc.get("absent", 0) + 1
             acted = bool(inc["actions"])
+            # (A machine incident that is no longer diagnosed has its machines back: pods
+            # landing on them again are fine.)
             still = [s for s in inc["services"] if health.get(tuple(s), _Health()).sick]  # type: ignore[arg-type]
-            if inc["kind"] in ("node", "zone"):
-                nodes = [comp[5:]] if comp.startswith("node:") else view.zone_nodes(comp[5:])
-                if view.pods_on(nodes):
-                    still.append("pods still on " + ",".join(nodes))
             inc["healthy"] = inc.get("healthy", 0) + 1 if not still else 0
             if acted and inc["healthy"] >= self.HEALTHY_STEPS_TO_CLAIM:
                 inc["ready_to_claim"] = True
@@ -1694,7 +1891,9 @@ class HeuristicSRE:
             if inc.get("claimed"):
                 continue
             comp = inc["component"]
-            alerts = [a for a in inc["alerts"] if a in latest]
+            recent = obs.time - timedelta(hours=3)
+            alerts = [a for a in inc["alerts"] if a in latest
+                      and (latest[a].status == "firing" or _utc(latest[a].starts_at) >= recent)]
             cause = f"change:{inc['cause']}" if inc.get("cause") else None
             confidence = 0.9 if inc["actions"] else 0.6
             findings.append(Finding(incident=key, alerts=alerts, component=comp, cause=cause, confidence=confidence))
@@ -1708,6 +1907,10 @@ class HeuristicSRE:
                     inc["closed"] = True
                     inc["closed_at"] = _iso(obs.time)
                     self.state["open"].pop(comp, None)
+        for svc_key, w in sorted(self.state.get("watch", {}).items()):
+            if w["open"] and w["alerts"]:
+                findings.append(Finding(incident=w["key"], alerts=list(w["alerts"]), component=f"service:{svc_key}",
+                                        confidence=0.3))
         return Report(findings=findings, claims=claims, notes="\n".join(self._notes)[:20000])
 
 

@@ -313,11 +313,10 @@ def _offset(t: str, start: datetime) -> str:
 
 def render(data: ReportData) -> str:
     """The page as one string of HTML."""
-    s = data.score
     run = data.run
     title = f"{run.get('scenario', 'marathon')} · seed {run.get('seed', '?')} · {run.get('agent', '?')}"
-    integrity = (f'<span class="badge ok" id="integrity" data-ok="yes">verified</span>' if data.verified else
-                 f'<span class="badge warn" id="integrity" data-ok="no">does not verify</span>')
+    integrity = ('<span class="badge ok" id="integrity" data-ok="yes">verified</span>' if data.verified else
+                 '<span class="badge warn" id="integrity" data-ok="no">does not verify</span>')
     state = "sealed" if data.sealed else "unsealed (partial run)"
     parts = [
         "<!DOCTYPE html>",

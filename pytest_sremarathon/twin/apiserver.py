@@ -28,7 +28,9 @@ to ``admission.decide`` with the object as it would be after the change (for del
 evictions: the object being removed) — 403 ``Forbidden`` with the decision's message when
 denied — and reported to ``admission.record`` with the final HTTP status. A request that fails
 before the change can be computed (404, 422 …) is decided on its raw body and recorded with
-that status. A dry run (``dryRun=All``) is decided but only recorded when denied.
+that status. A dry run (``dryRun=All``) is decided but only recorded when denied. Reads that
+would return Secret data (get, list or watch of ``secrets`` as objects, not as a table or
+metadata) go to ``admission.decide`` too, with a read verb; only their denials are recorded.
 
 Deletion is immediate (no graceful termination, no finalizers): deleting an object deletes its
 dependents (objects whose ``ownerReferences`` name its uid, recursively) unless
