@@ -259,6 +259,7 @@ class Marathon:
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
+        self.pipelines.attach_workspace(self.workspace)  # <workspace>/<app>: a checkout to commit to
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
                               cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
@@ -438,6 +439,7 @@ class Marathon:
         obs = ObservationWire(time=now, step=self._steps, alerts=list(self._alerts_seen.values()),
                               new_alerts=list(self._changed_since_step.values()))
         self._changed_since_step = {}
+        self.pipelines.sync_workspace()
         if self.hook:
             self.hook.pytest_sremarathon_adjust_observation(observation=obs, marathon=self)
         outcome = self.host.step(obs)

@@ -121,11 +121,41 @@ class GitRepo:
                 files[str(p.relative_to(self.path))] = p.read_text()
         return files
 
-    def log(self) -> list[dict[str, str]]:
-        """Commits newest first: id, author, time (ISO), subject."""
-        out = self.git("log", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s")
+    def log(self, rev: str = "HEAD", *, limit: int | None = None) -> list[dict[str, str]]:
+        """Commits reachable from ``rev``, newest first: id, author, time (ISO), subject."""
+        args = ["log", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s"] + ([f"-{limit}"] if limit else []) + [rev]
         rows = []
-        for line in out.splitlines():
+        for line in self.git(*args).splitlines():
             sha, author, when, subject = line.split("\x1f")
             rows.append({"id": sha, "author": author, "time": when, "message": subject})
         return rows
+
+    def succeeds(self, *args: str) -> bool:
+        """Whether a git command exits 0 (for questions git answers with its exit code)."""
+        return subprocess.run(["git", *args], cwd=self.path, env=self._env, capture_output=True).returncode == 0
+
+    def has(self, commit: str) -> bool:
+        return self.succeeds("cat-file", "-e", f"{commit}^{{commit}}")
+
+    def clone_to(self, dest: Path) -> "GitRepo":
+        """A working clone (the agent's checkout); its ``origin`` is this repository."""
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.git("clone", "-q", str(self.path), str(dest))
+        clone = GitRepo(dest)
+        clone.git("config", "user.name", "sre-agent")
+        clone.git("config", "user.email", "sre-agent@sremarathon.local")
+        return clone
+
+    def fast_forward_from(self, source: Path, ref: str) -> list[str]:
+        """Fetch ``ref`` from another repository and fast-forward onto it (a push to main);
+        returns the new commits, oldest first."""
+        self.git("fetch", "-q", str(source), ref)
+        target = self.git("rev-parse", "FETCH_HEAD").strip()
+        head = self.head()
+        if not self.succeeds("merge-base", "--is-ancestor", head, target):
+            raise GitError(f"{ref} is not based on the current main ({head[:12]}); "
+                           f"`git pull --rebase` (origin/main) and deploy again")
+        self.git("merge", "-q", "--ff-only", target)
+        return self.git("rev-list", "--reverse", f"{head}..{target}").split()

@@ -62,6 +62,11 @@ def apply_edit(text: str, find: str, replace: str) -> Optional[str]:
     return None
 
 
+def _without_change_cause(obj: dict[str, Any]) -> dict[str, Any]:
+    annotations = {k: v for k, v in (obj["metadata"].get("annotations") or {}).items() if k != CHANGE_CAUSE}
+    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
+
+
 def _change_kind(paths: list[str]) -> Literal["code", "config", "manifest"]:
     if any(p.startswith("services/") for p in paths):
         return "code"
@@ -88,6 +93,8 @@ class Pipelines:
         self.emit = emit
         self.root = root
         self.apps: dict[str, AppPipeline] = {}
+        self.workspace: Optional[Path] = None
+        self._synced: dict[str, str] = {}
         self._parsed: dict[tuple[bool, str], Any] = {}
         for app in apps:
             repo = GitRepo.create(root / app.namespace, app.root, clock(), f"Import {app.name} {app.description}".strip())
@@ -119,10 +126,48 @@ class Pipelines:
         self.deploy(app, "HEAD", actor)
         return reverted
 
+    def attach_workspace(self, root: Path) -> None:
+        """Give the agent a git checkout of every app under ``root/<app>`` to commit to; its
+        ``deploy(app, ref)`` of a commit made there is a push to main (fast-forward only)."""
+        self.workspace = root
+        for app, p in self.apps.items():
+            p.repo.clone_to(root / app)
+        self._synced = {app: p.repo.head() for app, p in self.apps.items()}
+
+    def sync_workspace(self) -> None:
+        """Bring each checkout's ``origin/main`` up to date (before an agent step)."""
+        if self.workspace is None:
+            return
+        for app, p in self.apps.items():
+            head = p.repo.head()
+            clone = self.workspace / app
+            if self._synced.get(app) != head and (clone / ".git").is_dir():
+                GitRepo(clone).git("fetch", "-q", "origin", check=False)
+                self._synced[app] = head
+
+    def _push_from_workspace(self, p: AppPipeline, ref: str) -> Optional[str]:
+        """If ``ref`` names a commit the agent made in its checkout, fast-forward main onto it."""
+        if self.workspace is None or not (self.workspace / p.app.namespace / ".git").is_dir():
+            return None
+        clone = GitRepo(self.workspace / p.app.namespace)
+        if not clone.succeeds("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"):
+            return None
+        sha = clone.resolve(ref)
+        if p.repo.has(sha):
+            return None
+        try:
+            new = p.repo.fast_forward_from(clone.path, sha)
+        except GitError as exc:
+            raise PipelineError(409, str(exc)) from None
+        for commit in new:
+            self._record_commit(p, commit, "agent")
+        return sha
+
     def deploy(self, app: str, ref: str, actor: Actor) -> dict[str, Any]:
         p = self._get(app)
+        pushed = self._push_from_workspace(p, ref) if actor == "agent" else None
         try:
-            commit = p.repo.resolve(self._find(p, ref).commit if self._known(p, ref) else ref)
+            commit = pushed or p.repo.resolve(self._find(p, ref).commit if self._known(p, ref) else ref)
         except GitError as exc:
             raise PipelineError(404, str(exc)) from None
         files = p.repo.working_files() if commit == p.repo.head() else p.repo.files_at(commit)
@@ -135,7 +180,9 @@ class Pipelines:
         message = next((r.change.message for r in reversed(p.changes) if r.commit == commit), "initial import")
         for obj in self._render(p.app, files, result.artifacts, commit, message):
             key = (obj["kind"], obj["metadata"]["name"])
-            if p.rendered.get(key) != obj:
+            previous = p.rendered.get(key)
+            # Only what the change touched is applied: an unrelated deploy keeps kubectl edits.
+            if previous is None or _without_change_cause(previous) != _without_change_cause(obj):
                 self.cluster.apply(obj)
                 p.rendered[key] = obj
         p.deployed, p.deployed_files, p.artifacts = commit, files, result.artifacts
@@ -179,7 +226,7 @@ class Pipelines:
         raise PipelineError(404, f"no change {change_id!r} in {p.app.namespace}; list them with pipeline.changes(app)")
 
     def _record_commit(self, p: AppPipeline, commit: str, actor: Actor) -> ChangeRecord:
-        info = p.repo.log()[0]
+        info = p.repo.log(commit, limit=1)[0]
         paths = p.repo.changed_paths(commit)
         diff = p.repo.diff(commit)
         change = Change(id=commit[:12], app=p.app.namespace, service=_service_of(p.app, paths), kind=_change_kind(paths),
