@@ -201,6 +201,7 @@ class Marathon:
         self._changed_since_step: dict[str, Alert] = {}
         self._attribution: dict[str, list[str]] = {}
         self._wall_steps: list[float] = []
+        self._sync: Optional[Callable[[], None]] = None
         self._wall_start = 0.0
         self._started = False
         self._finished: Optional[RunResult] = None
@@ -352,6 +353,8 @@ class Marathon:
         now = self.clock.advance(dt)
         self._ticks += 1
         self._orchestrate(now)
+        if self._ticks % self.cadence_ticks == 0:
+            self._sync = self.pipelines.sync_workspace()
         self.backend.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
         for tr in self.alerts.evaluate(now, dt, self.cluster, self.apps):
             self._alerts_seen[tr.alert.id] = tr.alert
@@ -439,7 +442,9 @@ class Marathon:
         obs = ObservationWire(time=now, step=self._steps, alerts=list(self._alerts_seen.values()),
                               new_alerts=list(self._changed_since_step.values()))
         self._changed_since_step = {}
-        self.pipelines.sync_workspace()
+        if self._sync is not None:
+            self._sync()  # the checkouts' origin/main, fetched while this tick was simulated
+            self._sync = None
         if self.hook:
             self.hook.pytest_sremarathon_adjust_observation(observation=obs, marathon=self)
         outcome = self.host.step(obs)

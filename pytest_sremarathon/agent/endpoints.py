@@ -4,6 +4,7 @@ same policy point."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
@@ -28,6 +29,19 @@ def _parse_since(value: Optional[str]) -> Optional[datetime]:
 
 
 def make_handler(pipelines: Pipelines, metrics: MetricStore, admission: Admission) -> Callable[[Request], Response]:
+    changes_cache: dict[str, tuple[int, list[dict], bytes]] = {}  # app -> (count, JSON form, response)
+
+    def changes_json(app: str) -> bytes:
+        """Agents list changes every step: serialise each change once, and the answer once per
+        new change, not once per request."""
+        changes = pipelines.changes(app)
+        seen, items, body = changes_cache.get(app, (0, [], b""))
+        if seen != len(changes) or not body:
+            items = items + [c.model_dump(mode="json") for c in changes[seen:]]
+            body = json.dumps({"items": items}, separators=(",", ":")).encode()
+            changes_cache[app] = (len(changes), items, body)
+        return body
+
     def handle(req: Request) -> Response:
         parts = req.path[len(PREFIX):].strip("/").split("/")
         try:
@@ -52,7 +66,7 @@ def make_handler(pipelines: Pipelines, metrics: MetricStore, admission: Admissio
     def _pipeline(req: Request, app: str, op: str) -> Response:
         actor = "agent" if req.actor == "agent" else "orchestrator"
         if req.method == "GET" and op == "changes":
-            return Response(200, {"items": [c.model_dump(mode="json") for c in pipelines.changes(app)]})
+            return Response(200, changes_json(app))
         if req.method == "GET" and op == "status":
             return Response(200, pipelines.status(app))
         if req.method != "POST" or op not in ("revert", "deploy"):

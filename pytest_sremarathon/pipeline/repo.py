@@ -130,6 +130,11 @@ class GitRepo:
             rows.append({"id": sha, "author": author, "time": when, "message": subject})
         return rows
 
+    def start(self, *args: str) -> subprocess.Popen:
+        """Run a git command in the background (its output is discarded)."""
+        return subprocess.Popen(["git", *args], cwd=self.path, env=self._env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
     def succeeds(self, *args: str) -> bool:
         """Whether a git command exits 0 (for questions git answers with its exit code)."""
         return subprocess.run(["git", *args], cwd=self.path, env=self._env, capture_output=True).returncode == 0

@@ -134,16 +134,24 @@ class Pipelines:
             p.repo.clone_to(root / app)
         self._synced = {app: p.repo.head() for app, p in self.apps.items()}
 
-    def sync_workspace(self) -> None:
-        """Bring each checkout's ``origin/main`` up to date (before an agent step)."""
-        if self.workspace is None:
-            return
-        for app, p in self.apps.items():
-            head = p.repo.head()
-            clone = self.workspace / app
-            if self._synced.get(app) != head and (clone / ".git").is_dir():
-                GitRepo(clone).git("fetch", "-q", "origin", check=False)
-                self._synced[app] = head
+    def sync_workspace(self) -> Callable[[], None]:
+        """Start bringing each checkout's ``origin/main`` up to date; returns a function that
+        waits for it. The fetches run in their own processes, so the caller can simulate a
+        tick meanwhile."""
+        fetches = []
+        if self.workspace is not None:
+            for app, p in self.apps.items():
+                head = p.repo.head()
+                clone = self.workspace / app
+                if self._synced.get(app) != head and (clone / ".git").is_dir():
+                    fetches.append(GitRepo(clone).start("fetch", "-q", "origin"))
+                    self._synced[app] = head
+
+        def wait() -> None:
+            for proc in fetches:
+                proc.wait()
+
+        return wait
 
     def _push_from_workspace(self, p: AppPipeline, ref: str) -> Optional[str]:
         """If ``ref`` names a commit the agent made in its checkout, fast-forward main onto it."""

@@ -56,6 +56,7 @@ class Container:
     readiness_failures: int = 0
     cpu_millicores: float = 0.0
     cpu_limit: float = 0.0
+    written: Optional[tuple] = None  # what the pod status was last written from
     memory: int = 0
     logs: deque = field(default_factory=lambda: deque(maxlen=LOG_LINES))
     previous_logs: list = field(default_factory=list)
@@ -433,6 +434,12 @@ class Kubelet:
         return f"containerd://{c.pod_uid.replace('-', '')}{c.restarts:04d}"
 
     def _write_status(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        # Nothing to write when neither the container nor anyone else changed the pod since the
+        # last write (most pods, most ticks).
+        signature = (c.state, c.reason, c.message, c.ready, c.restarts, c.started_at, id(c.last_termination),
+                     pod["metadata"]["resourceVersion"])
+        if c.written == signature:
+            return
         status = pod["status"]
         before = (status.get("phase"), [dict(x) for x in status.get("containerStatuses") or []],
                   [dict(x) for x in status.get("conditions") or []])
@@ -459,6 +466,7 @@ class Kubelet:
         after = (status.get("phase"), status["containerStatuses"], status.get("conditions"))
         if after != before:
             self.store.touch(pod)
+        c.written = signature[:-1] + (pod["metadata"]["resourceVersion"],)
 
 
 def _secret_data(secret: dict[str, Any]) -> dict[str, str]:
