@@ -30,7 +30,7 @@ INGRESS = "ingress"  # the cloud load balancer: outside the cluster's DNS and no
 INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
-SAMPLES_PER_TICK = 12
+SAMPLES_PER_TICK = 16
 MAX_TRACEBACKS_PER_TICK = 3
 
 
