@@ -73,8 +73,10 @@ def test_agent_process_cannot_see_the_ground_truth(tmp_path: Path, write_scenari
     assert notes, f"the snooping agent did not report: {step_outcomes(result['bundle'])}"
     found = [p for p in notes[0][len("FOUND:"):].split("|") if p]
     runs = str(tmp_path / "runs")
+    # The run's own output, private state and the catalogues of the scenario it runs stay hidden;
+    # another checkout of this (public) repository elsewhere on the machine is out of scope.
     leaks = [p for p in found if p.startswith(runs) or p.startswith("/proc") or p == "own environment"
-             or p.endswith("changes.yaml") and "scenarios/apps" in p]
+             or p.endswith("changes.yaml") and p.startswith(str(HERE.parent / "scenarios" / "apps"))]
     assert leaks == []
 
 

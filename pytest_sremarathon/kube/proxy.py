@@ -436,7 +436,9 @@ class PolicyProxy:
             log.exception("policy proxy: extension %s failed", path)
             _send(conn, 500, _JSON, _status(500, "InternalError", f"Internal error occurred: {exc}"))
             return True
-        if isinstance(resp.body, (dict, list)):
+        if isinstance(resp.body, bytes):
+            payload = resp.body
+        elif isinstance(resp.body, (dict, list)):
             payload = json.dumps(resp.body, separators=(",", ":")).encode()
         else:
             payload = str(resp.body).encode()
