@@ -30,7 +30,6 @@ byte; kubectl only sends tokens over TLS), with the twin's throwaway CA.
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import logging
@@ -198,23 +197,8 @@ class PolicyProxy:
         return self._tls.ca_pem
 
     def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        user = f"{context}-{self.tokens.get(token, 'user')}"
-        config = {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": context, "cluster": {
-                "server": self.https_url, "certificate-authority-data": base64.b64encode(self._tls.ca_pem).decode()}}],
-            "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
-            "current-context": context,
-        }
-        path.write_text(yaml.safe_dump(config, sort_keys=False))
-        try:
-            path.chmod(0o600)
-        except OSError:
-            pass
-        return path
+        return tls.write_kubeconfig(path, server=self.https_url, ca_pem=self._tls.ca_pem, token=token,
+                                user=f"{context}-{self.tokens.get(token, 'user')}", context=context)
 
     # -- connections -------------------------------------------------------------------------
     def _accept_loop(self) -> None:

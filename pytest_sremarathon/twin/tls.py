@@ -9,6 +9,7 @@ is generated once per process and embedded in the kubeconfigs it writes
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import functools
 import ipaddress
@@ -16,7 +17,9 @@ import os
 import ssl
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -86,3 +89,24 @@ def server_context(creds: Credentials) -> ssl.SSLContext:
     finally:
         os.unlink(path)
     return ctx
+
+
+def write_kubeconfig(path: Path, *, server: str, ca_pem: bytes, token: str, user: str,
+                     context: str = "sremarathon") -> Path:
+    """A kubeconfig for a loopback server we serve over TLS with our CA, using a bearer token."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": context, "cluster": {
+            "server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}],
+        "current-context": context,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        path.chmod(0o600)
+    except OSError:
+        pass
+    return path

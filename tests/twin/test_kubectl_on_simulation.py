@@ -10,8 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import shutil
+from dataclasses import dataclass
+
 import pytest
-from conftest import Kubectl, kubectl_binary
 
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest, Policy
@@ -20,6 +22,26 @@ from pytest_sremarathon.twin.backend import TwinBackend
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "sim-agent-token"
+
+
+@dataclass
+class Kubectl:
+    """The real kubectl binary against one kubeconfig, with its own discovery cache."""
+
+    binary: str
+    kubeconfig: Path
+    cache_dir: Path
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
+                               *args], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "HOME": str(self.cache_dir)})
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
+        return proc
+
+    def __call__(self, *args: str) -> str:
+        return self.run(*args).stdout
 
 
 class Recorder:
@@ -64,7 +86,7 @@ def sim(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def kc(sim: Sim, tmp_path: Path) -> Kubectl:
-    binary = kubectl_binary()
+    binary = shutil.which("kubectl")
     if binary is None:
         pytest.skip("kubectl is not installed")
     return Kubectl(binary, sim.kubeconfig, tmp_path / "cache")
