@@ -17,6 +17,8 @@ class CommitAndDeploy:
             return Report()
         self.done = True
         repo = Path(obs.workspace) / "shop"
+        # start from what is deployed now: origin/main is fetched before every step
+        subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-B", "main", "origin/main"], check=True)
         config = repo / "config" / "recommendation.yaml"
         config.write_text(config.read_text().replace("MAX_RECOMMENDATIONS: '5'", "MAX_RECOMMENDATIONS: '4'"))
         subprocess.run(["git", "-C", str(repo), "commit", "-qam", "recommendation: show four"], check=True)
