@@ -121,7 +121,7 @@ class _Upstream503(Exception):
     pass
 
 
-class PolicyProxy:
+class PolicyProxy(tls.LoopbackEndpoint):
     def __init__(self, upstream: KubeApi, *, tokens: dict[str, str], admission: Admission,
                  extensions: Optional[dict[str, ExtensionHandler]] = None, host: str = "127.0.0.1",
                  port: int = 0) -> None:
@@ -180,25 +180,6 @@ class PolicyProxy:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    @property
-    def port(self) -> int:
-        return self._port
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self._port}"
-
-    @property
-    def https_url(self) -> str:
-        return f"https://{self.host}:{self._port}"
-
-    @property
-    def ca_pem(self) -> bytes:
-        return self._tls.ca_pem
-
-    def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
-        return tls.write_kubeconfig(path, server=self.https_url, ca_pem=self._tls.ca_pem, token=token,
-                                user=f"{context}-{self.tokens.get(token, 'user')}", context=context)
 
     # -- connections -------------------------------------------------------------------------
     def _accept_loop(self) -> None:

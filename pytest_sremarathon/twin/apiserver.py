@@ -224,7 +224,7 @@ class _Stream(Exception):
 
 # -- the server ---------------------------------------------------------------------------------
 
-class ApiServer:
+class ApiServer(tls.LoopbackEndpoint):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
@@ -317,28 +317,6 @@ class ApiServer:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    @property
-    def port(self) -> int:
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """Plain-HTTP base URL (for in-process and extension clients that set the header themselves)."""
-        return f"http://{self.host}:{self._port}"
-
-    @property
-    def https_url(self) -> str:
-        """The same port spoken over TLS; what kubeconfigs point at (kubectl only sends tokens over TLS)."""
-        return f"https://{self.host}:{self._port}"
-
-    @property
-    def ca_pem(self) -> bytes:
-        """PEM of the CA that signed the server certificate."""
-        return self._tls.ca_pem
-
-    def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
-        return tls.write_kubeconfig(path, server=self.https_url, ca_pem=self._tls.ca_pem, token=token,
-                                user=f"{context}-{self.tokens.get(token, 'user')}", context=context)
 
     # -- HTTP plumbing -------------------------------------------------------------------------
     def _accept_loop(self) -> None:
