@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..apps import AppSpec
 from ..errors import SremarathonError
-from ..twin.runtime import Artifact, ContainerCrash, format_exception, load_module
+from ..twin.runtime import Artifact, ContainerCrash, compile_source, format_exception, load_module
 
 
 class BuildError(SremarathonError):
@@ -54,7 +54,7 @@ def run_unit_tests(app: AppSpec, files: dict[str, str], artifacts: dict[str, Art
     count = 0
     for path in sorted(p for p in files if p.startswith("tests/test_") and p.endswith(".py")):
         namespace: dict[str, object] = {"__name__": path[:-3].replace("/", "."), "__file__": f"/app/{path}"}
-        exec(compile(files[path], f"/app/{path}", "exec"), namespace)
+        exec(compile_source(files[path], f"/app/{path}"), namespace)
         for name, fn in sorted(namespace.items()):
             if not (name.startswith("test_") and callable(fn)):
                 continue

@@ -13,6 +13,9 @@ from pathlib import Path
 from ..errors import SremarathonError
 
 REPO_FILES = ("services", "config", "manifests", "tests")  # what of an app template is source
+# Commands that never move HEAD: the cached HEAD survives them.
+READ_ONLY_COMMANDS = frozenset({"rev-parse", "show", "ls-tree", "log", "status", "cat-file", "merge-base",
+                                "rev-list", "fetch", "config"})
 
 
 class GitError(SremarathonError):
@@ -33,9 +36,23 @@ class Author:
         return f"{self.name} <{self.email}>"
 
 
+@dataclass(frozen=True)
+class CommitInfo:
+    id: str
+    author: str
+    time: str  # ISO 8601
+    message: str  # the subject line
+    paths: list[str]  # what the commit touched
+    diff: str  # its patch, as `git show --patch` prints it
+
+
 class GitRepo:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # Content-addressed, so never stale: blob id -> text, commit id -> every file's text.
+        self._blobs: dict[str, str] = {}
+        self._trees: dict[str, dict[str, str]] = {}
+        self._head: str | None = None  # HEAD's commit, until a command that may move it runs
         self._env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(path.parent), "LANG": "C.UTF-8",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
@@ -43,6 +60,14 @@ class GitRepo:
 
     def git(self, *args: str, at: datetime | None = None, author: Author | None = None, check: bool = True,
             input: str | None = None) -> str:
+        proc = self._run(args, at, author, input)
+        if check and proc.returncode != 0:
+            raise GitError(f"git {' '.join(args)} failed in {self.path}: {(proc.stderr or proc.stdout).strip()}")
+        return proc.stdout
+
+    def _run(self, args: tuple[str, ...], at: datetime | None = None, author: Author | None = None,
+             input: str | None = None) -> subprocess.CompletedProcess:
+        self._may_move_head(args)
         env = dict(self._env)
         if at is not None:
             stamp = at.strftime("%Y-%m-%dT%H:%M:%S+0000")
@@ -50,10 +75,7 @@ class GitRepo:
         who = author or Author("sremarathon pipeline", "pipeline@sremarathon.local")
         env.update(GIT_AUTHOR_NAME=who.name, GIT_AUTHOR_EMAIL=who.email,
                    GIT_COMMITTER_NAME="deploy-bot", GIT_COMMITTER_EMAIL="deploy-bot@sremarathon.local")
-        proc = subprocess.run(["git", *args], cwd=self.path, env=env, capture_output=True, text=True, input=input)
-        if check and proc.returncode != 0:
-            raise GitError(f"git {' '.join(args)} failed in {self.path}: {(proc.stderr or proc.stdout).strip()}")
-        return proc.stdout
+        return subprocess.run(["git", *args], cwd=self.path, env=env, capture_output=True, text=True, input=input)
 
     @classmethod
     def create(cls, path: Path, template: Path, at: datetime, message: str) -> "GitRepo":
@@ -69,10 +91,18 @@ class GitRepo:
         repo.git("commit", "-q", "-m", message, at=at, author=Author("platform-team", "platform@sremarathon.local"))
         return repo
 
+    def _may_move_head(self, args: tuple[str, ...]) -> None:
+        if args[0] not in READ_ONLY_COMMANDS:
+            self._head = None
+
     def head(self) -> str:
-        return self.git("rev-parse", "HEAD").strip()
+        if self._head is None:
+            self._head = self.git("rev-parse", "HEAD").strip()
+        return self._head
 
     def resolve(self, ref: str) -> str:
+        if ref == "HEAD":
+            return self.head()
         out = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip()
         if not out:
             raise GitError(f"unknown ref {ref!r}: give a commit id, a change id, or a branch name")
@@ -84,59 +114,58 @@ class GitRepo:
         return self.head()
 
     def revert(self, commit: str, author: Author, at: datetime) -> str:
-        self.git("revert", "--no-edit", commit, at=at, author=author, check=False)
-        if self.git("status", "--porcelain").strip():
+        if self._run(("revert", "--no-edit", commit), at, author).returncode != 0:
+            if not self.git("status", "--porcelain").strip():
+                raise GitError(f"reverting {commit[:12]} changes nothing: what it did is undone already")
             self.git("revert", "--abort", check=False)
             raise GitError(f"reverting {commit[:12]} conflicts with later changes; revert those first or write a fix")
         return self.head()
 
-    def diff(self, commit: str) -> str:
-        return self.git("show", "--format=", "--patch", "--no-color", commit)
-
-    def changed_paths(self, commit: str) -> list[str]:
-        return [p for p in self.git("show", "--format=", "--name-only", commit).splitlines() if p]
+    def show(self, commit: str) -> CommitInfo:
+        """A commit's metadata, touched paths and patch, from one `git show`."""
+        out = self.git("show", "--no-color", "--raw", "--patch", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s%x1e", commit)
+        header, _, body = out.partition("\x1e\n")
+        sha, author, when, subject = header.split("\x1f")
+        raw, _, patch = body.lstrip("\n").partition("\n\n")
+        paths = [line.split("\t")[-1] for line in raw.splitlines() if line.startswith(":")]
+        return CommitInfo(sha, author, when, subject, paths, patch)
 
     def files_at(self, commit: str) -> dict[str, str]:
-        """Every file's text at a commit (one `ls-tree` and one `cat-file --batch`)."""
-        entries = []
-        for line in self.git("ls-tree", "-r", commit).splitlines():
-            meta, path = line.split("\t", 1)
-            _mode, type_, sha = meta.split()
-            if type_ == "blob":
-                entries.append((path, sha))
+        """Every file's text at a commit: one `ls-tree`, and one `cat-file --batch` for the
+        blobs not read before."""
+        files = self._trees.get(commit)
+        if files is None:
+            entries = []
+            for line in self.git("ls-tree", "-r", commit).splitlines():
+                meta, path = line.split("\t", 1)
+                _mode, type_, sha = meta.split()
+                if type_ == "blob":
+                    entries.append((path, sha))
+            self._read_blobs([sha for _, sha in entries if sha not in self._blobs])
+            files = self._trees[commit] = {path: self._blobs[sha] for path, sha in entries}
+        return dict(files)
+
+    def _read_blobs(self, shas: list[str]) -> None:
+        if not shas:
+            return
         out = subprocess.run(["git", "cat-file", "--batch"], cwd=self.path, env=self._env, capture_output=True,
-                             input="\n".join(sha for _, sha in entries).encode() + b"\n", check=True).stdout
-        files, pos = {}, 0
-        for path, _sha in entries:
+                             input="\n".join(shas).encode() + b"\n", check=True).stdout
+        pos = 0
+        for sha in shas:
             header_end = out.index(b"\n", pos)
             size = int(out[pos:header_end].split()[2])
-            files[path] = out[header_end + 1: header_end + 1 + size].decode()
+            self._blobs[sha] = out[header_end + 1: header_end + 1 + size].decode()
             pos = header_end + 1 + size + 1
-        return files
-
-    def working_files(self) -> dict[str, str]:
-        files = {}
-        for p in sorted(self.path.rglob("*")):
-            if p.is_file() and ".git" not in p.relative_to(self.path).parts:
-                files[str(p.relative_to(self.path))] = p.read_text()
-        return files
-
-    def log(self, rev: str = "HEAD", *, limit: int | None = None) -> list[dict[str, str]]:
-        """Commits reachable from ``rev``, newest first: id, author, time (ISO), subject."""
-        args = ["log", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s"] + ([f"-{limit}"] if limit else []) + [rev]
-        rows = []
-        for line in self.git(*args).splitlines():
-            sha, author, when, subject = line.split("\x1f")
-            rows.append({"id": sha, "author": author, "time": when, "message": subject})
-        return rows
 
     def start(self, *args: str) -> subprocess.Popen:
         """Run a git command in the background (its output is discarded)."""
+        self._may_move_head(args)
         return subprocess.Popen(["git", *args], cwd=self.path, env=self._env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
 
     def succeeds(self, *args: str) -> bool:
         """Whether a git command exits 0 (for questions git answers with its exit code)."""
+        self._may_move_head(args)
         return subprocess.run(["git", *args], cwd=self.path, env=self._env, capture_output=True).returncode == 0
 
     def has(self, commit: str) -> bool:

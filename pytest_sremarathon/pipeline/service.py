@@ -123,7 +123,7 @@ class Pipelines:
         except GitError as exc:
             raise PipelineError(409, str(exc)) from None
         reverted = self._record_commit(p, commit, actor).change
-        self.deploy(app, "HEAD", actor)
+        self._deploy(p, commit, "HEAD", actor)
         return reverted
 
     def attach_workspace(self, root: Path) -> None:
@@ -155,16 +155,17 @@ class Pipelines:
 
     def _push_from_workspace(self, p: AppPipeline, ref: str) -> Optional[str]:
         """If ``ref`` names a commit the agent made in its checkout, fast-forward main onto it."""
-        if self.workspace is None or not (self.workspace / p.app.namespace / ".git").is_dir():
+        clone = self.workspace / p.app.namespace if self.workspace is not None else None
+        if clone is None or not (clone / ".git").is_dir():
             return None
-        clone = GitRepo(self.workspace / p.app.namespace)
-        if not clone.succeeds("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"):
+        try:
+            sha = GitRepo(clone).resolve(ref)
+        except GitError:  # not a commit of the checkout: a change id or main's own ref
             return None
-        sha = clone.resolve(ref)
         if p.repo.has(sha):
             return None
         try:
-            new = p.repo.fast_forward_from(clone.path, sha)
+            new = p.repo.fast_forward_from(clone, sha)
         except GitError as exc:
             raise PipelineError(409, str(exc)) from None
         for commit in new:
@@ -178,7 +179,11 @@ class Pipelines:
             commit = pushed or p.repo.resolve(self._find(p, ref).commit if self._known(p, ref) else ref)
         except GitError as exc:
             raise PipelineError(404, str(exc)) from None
-        files = p.repo.working_files() if commit == p.repo.head() else p.repo.files_at(commit)
+        return self._deploy(p, commit, ref, actor)
+
+    def _deploy(self, p: AppPipeline, commit: str, ref: str, actor: Actor) -> dict[str, Any]:
+        app = p.app.namespace
+        files = p.repo.files_at(commit)
         try:
             result = build(p.app, files)
         except BuildError as exc:
@@ -234,11 +239,10 @@ class Pipelines:
         raise PipelineError(404, f"no change {change_id!r} in {p.app.namespace}; list them with pipeline.changes(app)")
 
     def _record_commit(self, p: AppPipeline, commit: str, actor: Actor) -> ChangeRecord:
-        info = p.repo.log(commit, limit=1)[0]
-        paths = p.repo.changed_paths(commit)
-        diff = p.repo.diff(commit)
-        change = Change(id=commit[:12], app=p.app.namespace, service=_service_of(p.app, paths), kind=_change_kind(paths),
-                        author=info["author"], message=info["message"], time=self.clock(), diff=diff)
+        info = p.repo.show(commit)
+        change = Change(id=commit[:12], app=p.app.namespace, service=_service_of(p.app, info.paths),
+                        kind=_change_kind(info.paths), author=info.author, message=info.message, time=self.clock(),
+                        diff=info.diff)
         record = ChangeRecord(change, commit, actor)
         p.changes.append(record)
         data = change.model_dump(mode="json")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import math
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from .objects import (EventRecorder, condition, controller_of, is_owned_by, owner_ref, pod_is_active,
                       pod_is_ready, selector_matches, set_condition, template_hash)
@@ -20,6 +20,7 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 EVICTION_SECONDS = 300  # default tolerationSeconds for the not-ready/unreachable taints
+INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod")  # all that the workload controllers read
 
 
 def _parse_time(s: str, like: datetime) -> datetime:
@@ -38,6 +39,11 @@ class Controllers:
         self.store = store
         self.events = events
         self._hashes: dict[tuple[str, int], str] = {}  # (uid, generation) -> pod-template-hash
+        # uid -> the resourceVersions of an object and what it controls, seen by a pass that
+        # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
+        self._idle: dict[str, tuple[str, ...]] = {}
+        self._collected: tuple[int, ...] = ()  # the kinds' versions after the last garbage collection
+        self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing
 
     def _template_hash(self, d: dict[str, Any]) -> str:
         key = (d["metadata"]["uid"], d["metadata"].get("generation", 1))
@@ -47,13 +53,38 @@ class Controllers:
         return h
 
     def reconcile(self) -> None:
+        inputs = self.store.kind_version(*INPUT_KINDS)
+        if inputs == self._quiet:
+            return
+        idle, self._idle = self._idle, {}
+        before = self.store.resource_version
+        clock_free = True
         replicasets = _by_controller(self.store.list("ReplicaSet"))
         for d in list(self.store.list("Deployment")):
-            self.reconcile_deployment(d, replicasets.get(d["metadata"]["uid"], []))
+            rss = replicasets.get(d["metadata"]["uid"], [])
+            # A rollout in progress watches the clock (its progress deadline): never skipped.
+            settled = (condition(d, "Progressing") or {}).get("reason") in ("NewReplicaSetAvailable",
+                                                                              "ProgressDeadlineExceeded")
+            clock_free &= settled
+            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), settled)
         pods = _by_controller(self.store.list("Pod"))
         for rs in list(self.store.list("ReplicaSet")):
-            self.reconcile_replicaset(rs, pods.get(rs["metadata"]["uid"], []))
+            owned = pods.get(rs["metadata"]["uid"], [])
+            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)
         self.collect_garbage()
+        self._quiet = inputs if clock_free and self.store.resource_version == before else ()
+
+    def _unless_idle(self, idle: dict[str, tuple[str, ...]], owner: dict[str, Any], owned: list[dict[str, Any]],
+                     reconcile: Callable[[], None], clock_free: bool) -> None:
+        uid = owner["metadata"]["uid"]
+        inputs = (owner["metadata"]["resourceVersion"], *(o["metadata"]["resourceVersion"] for o in owned))
+        if clock_free and idle.get(uid) == inputs:
+            self._idle[uid] = inputs
+            return
+        before = self.store.resource_version
+        reconcile()
+        if self.store.resource_version == before:
+            self._idle[uid] = inputs
 
     # -- deployments -----------------------------------------------------------------------
     def _owned_replicasets(self, d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -279,6 +310,8 @@ class Controllers:
     # -- garbage collection ----------------------------------------------------------------
     def collect_garbage(self) -> None:
         """Delete objects whose controlling owner is gone (cascading delete)."""
+        if self.store.kind_version(*INPUT_KINDS) == self._collected:
+            return
         for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet")):
             for obj in list(self.store.list(kind)):
                 ref = controller_of(obj)
@@ -286,6 +319,7 @@ class Controllers:
                     owner = self.store.get(owner_kind, obj["metadata"]["namespace"], ref["name"])
                     if owner is None or owner["metadata"]["uid"] != ref["uid"]:
                         self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self._collected = self.store.kind_version(*INPUT_KINDS)
 
 
 def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -99,14 +99,14 @@ def _exec_module(name: str, filename: str, source: str, helpers: dict[str, types
     module.__dict__["__builtins__"] = _builtins_with(helpers)
     module.__dict__[_SOURCE] = source  # this version's text, for the lines of its tracebacks
     try:
-        exec(_compile(source, filename), module.__dict__)
+        exec(compile_source(source, filename), module.__dict__)
     except Exception as exc:  # the container would exit with this traceback
         raise ContainerCrash(format_exception(exc)) from exc
     return module
 
 
 @functools.lru_cache(maxsize=4096)
-def _compile(source: str, filename: str) -> types.CodeType:
+def compile_source(source: str, filename: str) -> types.CodeType:
     """Compiled once per distinct source: every pod of an artifact runs the same code object."""
     return compile(source, filename, "exec")
 

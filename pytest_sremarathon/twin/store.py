@@ -111,6 +111,7 @@ class Store:
     _history: deque = field(init=False)
     _rv: int = 1
     _sorted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> objects in list order
+    _kind_rv: dict[str, int] = field(default_factory=dict)  # kind -> resourceVersion of its last change
     _changed: threading.Condition = field(init=False)
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
@@ -129,6 +130,11 @@ class Store:
         """The oldest resourceVersion a watch can still resume from (older ones get 410)."""
         with self.lock:
             return self._history[0].rv - 1 if len(self._history) == self._history.maxlen else 0
+
+    def kind_version(self, *kinds: str) -> tuple[int, ...]:
+        """The resourceVersion of the last change to any object of each kind: a control loop
+        whose inputs are these kinds can skip a pass when they have not moved."""
+        return tuple(self._kind_rv.get(k, 0) for k in kinds)
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self._objects.get(_key(kind, namespace, name))
@@ -158,6 +164,7 @@ class Store:
 
     def _record(self, type_: str, obj: dict[str, Any]) -> None:
         md = obj["metadata"]
+        self._kind_rv[obj["kind"]] = self._rv
         self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"],
                                         json.dumps(obj, separators=(",", ":"))))
         self._changed.notify_all()

@@ -294,7 +294,7 @@ def test_all_changes_stack_and_git_revert_in_any_order(app: AppSpec, tmp_path: P
     stack builds."""
     at = EPOCH
     repo = GitRepo.create(tmp_path / "hotel", APP_ROOT, at, "import")
-    original = repo.working_files()
+    original = repo.files_at(repo.head())
     rng = random.Random(7)
     order = list(CATALOGUE)
     rng.shuffle(order)
@@ -306,11 +306,11 @@ def test_all_changes_stack_and_git_revert_in_any_order(app: AppSpec, tmp_path: P
             assert edited is not None, f"{c.id} does not apply on top of the others"
             path.write_text(edited)
         commits[c.id] = repo.commit_all(c.message, Author.parse(c.author), at)
-    build(app, repo.working_files())
+    build(app, repo.files_at(repo.head()))
     rng.shuffle(order)
     for c in order:
         repo.revert(commits[c.id], Author("oncall", "oncall@hotel.example"), at)
-    assert repo.working_files() == original
+    assert repo.files_at(repo.head()) == original
 
 
 # -- the twin: healthy, then one fault at a time ----------------------------------------------------

@@ -63,7 +63,7 @@ BENIGN = [c for c in CATALOGUE if not c.faulty]
 
 
 def source_files() -> dict[str, str]:
-    """The app's source tree as the pipeline's repository holds it (cf. GitRepo.working_files)."""
+    """The app's source tree as the pipeline's repository holds it (cf. GitRepo.files_at)."""
     files = {}
     for top in REPO_FILES:
         for p in sorted((APP_ROOT / top).rglob("*")):
@@ -335,7 +335,7 @@ def test_any_order_applies_and_reverts(tmp_path: Path) -> None:
     order they leave the original tree."""
     rng = random.Random(1)
     repo = GitRepo.create(tmp_path / "repo", APP_ROOT, EPOCH, "import social")
-    base = repo.working_files()
+    base = repo.files_at(repo.head())
     order = list(CATALOGUE)
     rng.shuffle(order)
     commits = {}
@@ -346,11 +346,11 @@ def test_any_order_applies_and_reverts(tmp_path: Path) -> None:
             assert edited is not None, f"{c.id} no longer applies after {[x.id for x in order][:order.index(c)]}"
             target.write_text(edited)
         commits[c.id] = repo.commit_all(c.message, Author.parse(c.author), EPOCH)
-    build(APP, repo.working_files())
+    build(APP, repo.files_at(repo.head()))
     rng.shuffle(order)
     for c in order:
         repo.revert(commits[c.id], Author("oncall", "oncall@example.com"), EPOCH)
-    assert repo.working_files() == base
+    assert repo.files_at(repo.head()) == base
 
 
 # -- faulty changes show in the twin, and their revert clears them ------------------------------

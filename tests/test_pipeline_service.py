@@ -1,0 +1,105 @@
+"""The pipeline's git side, through the public ``Pipelines`` operations on a real twin and real
+git: what a revert deploys, what it refuses, and which files a deploy builds from."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
+from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.twin.runtime import ArtifactStore
+from pytest_sremarathon.twin.store import Store
+
+SHOP = Path(__file__).resolve().parents[1] / "scenarios" / "apps" / "shop"
+CONFIG = "config/recommendation.yaml"
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> tuple[Pipelines, list[tuple[str, Any]], Path]:
+    app = load_app(SHOP)
+    clock = VirtualClock(EPOCH)
+    cluster = TwinCluster(Store(clock), [app], ArtifactStore())
+    cluster.bootstrap()
+    events: list[tuple[str, Any]] = []
+    pipelines = Pipelines([app], cluster, tmp_path / "repos", clock, lambda t, d: events.append((t, d)))
+    pipelines.deploy("shop", "HEAD", "orchestrator")
+    pipelines.attach_workspace(tmp_path / "workspace")
+    return pipelines, events, tmp_path / "workspace" / "shop"
+
+
+def _edit_config(pipelines: Pipelines, old: str, new: str) -> str:
+    return pipelines.commit_edits("shop", [(CONFIG, f"MAX_RECOMMENDATIONS: '{old}'", f"MAX_RECOMMENDATIONS: '{new}'")],
+                                  f"recommendation: show {new}", "Dev <dev@example.com>").id
+
+
+def _git(checkout: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True, text=True).stdout
+
+
+def test_a_change_records_its_author_paths_and_patch(shop) -> None:
+    pipelines, _, _ = shop
+    change_id = _edit_config(pipelines, "5", "4")
+    change = pipelines.changes("shop")[-1]
+    assert change.id == change_id and change.author == "Dev <dev@example.com>"
+    assert change.kind == "config" and change.service == "recommendation"
+    assert change.message == "recommendation: show 4"
+    assert change.diff.startswith(f"diff --git a/{CONFIG} b/{CONFIG}")
+    assert "-MAX_RECOMMENDATIONS: '5'\n+MAX_RECOMMENDATIONS: '4'" in change.diff
+
+
+def test_an_agents_revert_deploys_main_not_its_unpushed_work(shop) -> None:
+    pipelines, events, checkout = shop
+    change_id = _edit_config(pipelines, "5", "4")
+    pipelines.deploy("shop", "HEAD", "orchestrator")
+    # The agent has a commit of its own in its checkout, not deployed.
+    (checkout / "NOTES.md").write_text("half-done idea\n")
+    _git(checkout, "add", "NOTES.md")
+    _git(checkout, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "wip")
+
+    reverted = pipelines.revert("shop", change_id, "agent")
+
+    assert reverted.message.startswith('Revert "recommendation: show 4"')
+    assert pipelines.head_file("shop", "NOTES.md") == ""  # the work in progress stayed in the checkout
+    assert [c.message for c in pipelines.changes("shop")] == ["recommendation: show 4", reverted.message]
+    deploys = [d for t, d in events if t == "pipeline.deploy"]
+    assert deploys[-1].actor == "agent" and deploys[-1].commit == reverted.id
+    assert "MAX_RECOMMENDATIONS: '5'" in pipelines.deployed_file("shop", CONFIG)
+
+
+def test_reverting_an_undone_change_again_is_refused_with_the_reason(shop) -> None:
+    pipelines, _, _ = shop
+    change_id = _edit_config(pipelines, "5", "4")
+    pipelines.revert("shop", change_id, "agent")
+    with pytest.raises(PipelineError, match="changes nothing: what it did is undone already") as refused:
+        pipelines.revert("shop", change_id, "agent")
+    assert refused.value.status == 409
+    assert len(pipelines.changes("shop")) == 2
+
+
+def test_a_conflicting_revert_is_refused_and_leaves_main_clean(shop, tmp_path: Path) -> None:
+    pipelines, _, _ = shop
+    first = _edit_config(pipelines, "5", "4")
+    _edit_config(pipelines, "4", "3")
+    with pytest.raises(PipelineError, match="conflicts with later changes") as refused:
+        pipelines.revert("shop", first, "agent")
+    assert refused.value.status == 409
+    assert _git(tmp_path / "repos" / "shop", "status", "--porcelain") == ""
+    assert "MAX_RECOMMENDATIONS: '3'" in pipelines.head_file("shop", CONFIG)
+
+
+def test_deploying_an_older_change_builds_that_commits_files(shop) -> None:
+    pipelines, _, _ = shop
+    four = _edit_config(pipelines, "5", "4")
+    _edit_config(pipelines, "4", "3")
+    pipelines.deploy("shop", "HEAD", "orchestrator")
+    assert "MAX_RECOMMENDATIONS: '3'" in pipelines.deployed_file("shop", CONFIG)
+    pipelines.deploy("shop", four, "agent")
+    assert "MAX_RECOMMENDATIONS: '4'" in pipelines.deployed_file("shop", CONFIG)
+    pipelines.deploy("shop", "HEAD", "agent")
+    assert "MAX_RECOMMENDATIONS: '3'" in pipelines.deployed_file("shop", CONFIG)
