@@ -17,8 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-import yaml
-
+from . import yamlio
 from .apps import AppSpec
 from .clock import iso
 from .faults.base import Fault, FaultKind
@@ -231,7 +230,7 @@ def _password_datastores(root: Path) -> frozenset[str]:
     """Deployments of the app's manifests that take a ``*PASSWORD`` from a Secret."""
     out = set()
     for path in sorted((root / "manifests").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yamlio.load_all(path.read_text()):
             if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
                 continue
             for c in (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []:

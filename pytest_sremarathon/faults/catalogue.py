@@ -9,6 +9,7 @@ from typing import Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .. import yamlio
 from ..errors import ConfigError, describe_validation_error
 
 
@@ -54,7 +55,7 @@ def load_catalogue(app_root: Path) -> list[CuratedChange]:
     out: list[CuratedChange] = []
     for path in sorted((app_root / "changes").glob("*.yaml")):
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = yamlio.load(path.read_text())
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
         try:

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
+from .. import yamlio
 from ..pipeline.service import PipelineError, apply_edit
 from ..twin.objects import pod_is_active, pod_is_ready
 from .base import Fault, FaultKind, World
@@ -299,7 +300,7 @@ class ConfigFault(ChangeFault):
         key, bad = self._key(world, fault)
         text = world.pipelines.head_file(fault.app, f"config/{self.tag(world, fault).service}.yaml")
         try:
-            data = yaml.safe_load(text) or {}
+            data = yamlio.load(text) or {}
         except yaml.YAMLError:
             return True
         return _matches(data.get(key, MISSING) if isinstance(data, dict) else MISSING, bad)
@@ -394,7 +395,7 @@ class ManifestFault(ChangeFault):
         for p in sorted(world.pipelines.apps[fault.app].repo.path.glob("manifests/*.yaml")):
             rel = str(Path("manifests") / p.name)
             try:
-                docs = list(yaml.safe_load_all(world.pipelines.head_file(fault.app, rel)))
+                docs = yamlio.load_all(world.pipelines.head_file(fault.app, rel))
             except yaml.YAMLError:
                 continue
             for doc in docs:

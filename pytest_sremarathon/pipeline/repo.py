@@ -49,9 +49,10 @@ class CommitInfo:
 class GitRepo:
     def __init__(self, path: Path) -> None:
         self.path = path
-        # Content-addressed, so never stale: blob id -> text, commit id -> every file's text.
+        # Keyed by object id, so never stale: blob id -> text, commit id -> every file's text.
         self._blobs: dict[str, str] = {}
         self._trees: dict[str, dict[str, str]] = {}
+        self._shown: dict[str, CommitInfo] = {}  # commit id -> what `git show` tells of it
         self._head: str | None = None  # HEAD's commit, until a command that may move it runs
         self._env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(path.parent), "LANG": "C.UTF-8",
@@ -111,7 +112,12 @@ class GitRepo:
     def commit_all(self, message: str, author: Author, at: datetime) -> str:
         self.git("add", "-A")
         self.git("commit", "-q", "-m", message, at=at, author=author)
-        return self.head()
+        return self._new_head()
+
+    def _new_head(self) -> str:
+        """HEAD after a command made a commit, read together with what :meth:`show` tells of it."""
+        self._head = self.show("HEAD").id
+        return self._head
 
     def revert(self, commit: str, author: Author, at: datetime) -> str:
         if self._run(("revert", "--no-edit", commit), at, author).returncode != 0:
@@ -119,16 +125,20 @@ class GitRepo:
                 raise GitError(f"reverting {commit[:12]} changes nothing: what it did is undone already")
             self.git("revert", "--abort", check=False)
             raise GitError(f"reverting {commit[:12]} conflicts with later changes; revert those first or write a fix")
-        return self.head()
+        return self._new_head()
 
     def show(self, commit: str) -> CommitInfo:
         """A commit's metadata, touched paths and patch, from one `git show`."""
-        out = self.git("show", "--no-color", "--raw", "--patch", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s%x1e", commit)
-        header, _, body = out.partition("\x1e\n")
-        sha, author, when, subject = header.split("\x1f")
-        raw, _, patch = body.lstrip("\n").partition("\n\n")
-        paths = [line.split("\t")[-1] for line in raw.splitlines() if line.startswith(":")]
-        return CommitInfo(sha, author, when, subject, paths, patch)
+        info = self._shown.get(commit)
+        if info is None:
+            out = self.git("show", "--no-color", "--raw", "--patch", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s%x1e",
+                           commit)
+            header, _, body = out.partition("\x1e\n")
+            sha, author, when, subject = header.split("\x1f")
+            raw, _, patch = body.lstrip("\n").partition("\n\n")
+            paths = [line.split("\t")[-1] for line in raw.splitlines() if line.startswith(":")]
+            info = self._shown[sha] = CommitInfo(sha, author, when, subject, paths, patch)
+        return info
 
     def files_at(self, commit: str) -> dict[str, str]:
         """Every file's text at a commit: one `ls-tree`, and one `cat-file --batch` for the

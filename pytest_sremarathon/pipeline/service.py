@@ -12,8 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
 
-import yaml
-
+from .. import yamlio
 from ..agent.protocol import Change
 from ..apps import AppSpec
 from ..events import ChangeCommitted, Deployed
@@ -254,9 +253,7 @@ class Pipelines:
         """YAML documents of a file, parsed once per distinct content (deploys repeat them)."""
         key = (many, text)
         if key not in self._parsed:
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            self._parsed[key] = [d for d in yaml.load_all(text, Loader=loader) if d] if many else \
-                (yaml.load(text, Loader=loader) or {})
+            self._parsed[key] = [d for d in yamlio.load_all(text) if d] if many else (yamlio.load(text) or {})
         return copy.deepcopy(self._parsed[key])
 
     def _render(self, app: AppSpec, files: dict[str, str], artifacts: dict[str, Artifact], commit: str,

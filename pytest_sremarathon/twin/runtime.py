@@ -235,6 +235,7 @@ class StoreClient:
         return int(self._send("incr", {"key": key, "by": by})["value"])
 
 
+@functools.lru_cache(maxsize=1024)
 def password_key(store: str) -> str:
     """The configuration key a client reads a datastore's password from."""
     return store.upper().replace("-", "_").replace(".", "_") + "_PASSWORD"

@@ -79,11 +79,16 @@ class ServiceStats:
         return ordered[-1][0]
 
 
-@dataclass
 class _Frame:
-    container: Optional["Container"]
-    work_ms: float = 0.0
-    downstream_ms: float = 0.0
+    """One request being served: the CPU work its handler declared and the time it waited on
+    calls of its own."""
+
+    __slots__ = ("container", "work_ms", "downstream_ms")
+
+    def __init__(self, container: Optional["Container"]) -> None:
+        self.container = container
+        self.work_ms = 0.0
+        self.downstream_ms = 0.0
 
 
 @dataclass
@@ -271,7 +276,8 @@ class TrafficEngine:
     def _call(self, ctx: Context, service: str, endpoint: str, payload: dict, timeout_ms: float) -> dict:
         ns = ctx.app
         caller = self._stack[-1]
-        if ctx.zone in self.network.dns_broken_zones and ctx.service != INGRESS:
+        network = self.network
+        if network.dns_broken_zones and ctx.zone in network.dns_broken_zones and ctx.service != INGRESS:
             caller.downstream_ms += DNS_TIMEOUT_MS
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
                                              "read udp: i/o timeout", origin=f"zone:{ctx.zone}")
@@ -293,32 +299,33 @@ class TrafficEngine:
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
         target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)
-        hop = self.network.hop_ms(ctx.zone, target.zone)
+        hop = network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
-            hop -= self.network.zone_latency_ms.get(ctx.zone, 0.0)
-        if not self.network.node_up.get(target.node, True):
+            hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
+        if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
-        if ctx.service != INGRESS and not self.network.reachable(ctx.zone, target.zone):
+        if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
-        shed = self._shed.get(target.pod_uid)
+        uid = target.pod_uid
+        shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
-            self._pod_work[target.pod_uid] += self._mean_work.get(target.pod_uid, 0.0) * self._weight
+            self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
-        handler = (target.module.ENDPOINTS if target.module is not None else {}).get(endpoint)
+        handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
-        self._stack.append(frame)
+        stack = self._stack
+        stack.append(frame)
         error: Optional[ServiceError] = None
         result: Any = None
         try:
             if handler is None:
                 raise ServiceError(service, 404, f"no handler for {endpoint!r}", origin=self._component(ns, service))
-            assert target.ctx is not None
             result = handler(target.ctx, payload)
         except ServiceError as exc:
             origin = exc.origin if exc.status != 404 else self._component(ns, service)
@@ -329,11 +336,13 @@ class TrafficEngine:
             self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
                             key=type(exc).__name__)
         finally:
-            self._stack.pop()
-        latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms + hop
-        latency += self.network.pod_delay_ms.get(target.pod_uid, 0.0)
-        self._pod_work[target.pod_uid] += frame.work_ms * self._weight
-        self._pod_requests[target.pod_uid] += self._weight
+            stack.pop()
+        weight = self._weight
+        latency = frame.work_ms * self._slowdown.get(uid, 1.0) + frame.downstream_ms + hop
+        if network.pod_delay_ms:
+            latency += network.pod_delay_ms.get(uid, 0.0)
+        self._pod_work[uid] += frame.work_ms * weight
+        self._pod_requests[uid] += weight
         self._record(ns, service, latency, failed=error is not None, origin=error.origin if error else None)
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
