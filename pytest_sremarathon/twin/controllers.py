@@ -337,8 +337,15 @@ class EndpointsController:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
 
     def reconcile(self) -> None:
+        if self.store.kind_version("Pod", "Service", "Endpoints") == self._synced:
+            return  # a pass computes Endpoints from these alone: nothing to do
+        self._sync()
+        self._synced = self.store.kind_version("Pod", "Service", "Endpoints")
+
+    def _sync(self) -> None:
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
         for p in self.store.list("Pod"):
             if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):

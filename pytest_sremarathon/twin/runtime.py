@@ -179,12 +179,16 @@ class Context:
     router: Router
     logger: Callable[[str], None]
     cache_dict: dict[str, Any] = field(default_factory=dict)
+    stores: dict[str, "StoreClient"] = field(default_factory=dict, repr=False)  # clients, made once per name
 
     def call(self, service: str, endpoint: str, payload: Optional[dict] = None) -> dict:
         return self.router.call(self, service, endpoint, payload or {})
 
     def store(self, name: str) -> "StoreClient":
-        return StoreClient(self, name)
+        client = self.stores.get(name)
+        if client is None:
+            client = self.stores[name] = StoreClient(self, name)
+        return client
 
     def external(self, name: str, op: str, payload: Optional[dict] = None) -> dict:
         """Call a third-party API the app declares under ``externals:`` in its app.yaml."""

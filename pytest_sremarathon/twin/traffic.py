@@ -97,6 +97,7 @@ class _Endpoint:
     port_ok: bool
     running: list["Container"] = field(default_factory=list)  # serving this tick …
     by_zone: dict[str, list["Container"]] = field(default_factory=dict)  # … and per zone
+    stats: ServiceStats = field(default_factory=ServiceStats)  # what its callers saw this tick
 
     def __post_init__(self) -> None:
         self.running = [c for c in self.containers if c.state == "running"]
@@ -152,13 +153,15 @@ class TrafficEngine:
         node_load: Counter = Counter()
         for c in by_uid.values():
             node_load[c.node] += c.cpu_millicores
+        node_rho = {}
+        for name, load in node_load.items():
+            node = self.store.get("Node", None, name)
+            capacity = float(node["status"]["allocatable"]["cpu"]) * 1000 if node else 4000.0
+            node_rho[name] = _contention((load + self.network.node_cpu_noise.get(name, 0.0)) / capacity)
         self._slowdown.clear()
         for uid, c in by_uid.items():
-            node = self.store.get("Node", None, c.node)
-            capacity = float(node["status"]["allocatable"]["cpu"]) * 1000 if node else 4000.0
-            node_rho = (node_load[c.node] + self.network.node_cpu_noise.get(c.node, 0.0)) / capacity
             pod_rho = c.cpu_millicores / c.cpu_limit if c.cpu_limit else 0.0
-            self._slowdown[uid] = max(_contention(node_rho), _contention(pod_rho))
+            self._slowdown[uid] = max(node_rho[c.node], _contention(pod_rho))
         self._shed.clear()
         if self.network.cpu_overload_timeouts:
             self._overload(by_uid)
@@ -193,7 +196,6 @@ class TrafficEngine:
 
     def run(self, dt: float, rps_of: Callable[["AppSpec"], float]) -> dict[tuple[str, str], ServiceStats]:
         """Send one tick's sampled requests into every app; returns per-service stats."""
-        self.stats = {}
         self._pod_work.clear()
         self._pod_requests.clear()
         for ns, app in self.apps.items():
@@ -215,6 +217,7 @@ class TrafficEngine:
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
+        self.stats = {key: ep.stats for key, ep in self._endpoints.items() if ep.stats.requests}
         return self.stats
 
     # -- the Router protocol ---------------------------------------------------------------
@@ -298,7 +301,7 @@ class TrafficEngine:
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)
+        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)  # same zone first
         hop = network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
@@ -343,7 +346,12 @@ class TrafficEngine:
             latency += network.pod_delay_ms.get(uid, 0.0)
         self._pod_work[uid] += frame.work_ms * weight
         self._pod_requests[uid] += weight
-        self._record(ns, service, latency, failed=error is not None, origin=error.origin if error else None)
+        if error is None:  # _record's common case, inline: this runs for every request
+            stats = ep.stats
+            stats.requests += weight
+            stats.latencies.append((latency, weight))
+        else:
+            self._record(ns, service, latency, failed=True, origin=error.origin)
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
@@ -353,9 +361,7 @@ class TrafficEngine:
         return result if isinstance(result, dict) else {"value": result}
 
     def _record(self, ns: str, service: str, latency: float, *, failed: bool, origin: Optional[str]) -> None:
-        s = self.stats.get((ns, service))
-        if s is None:
-            s = self.stats[(ns, service)] = ServiceStats()
+        s = self._endpoints[(ns, service)].stats
         w = self._weight
         s.requests += w
         s.latencies.append((latency, w))
