@@ -103,3 +103,34 @@ def test_deploying_an_older_change_builds_that_commits_files(shop) -> None:
     assert "MAX_RECOMMENDATIONS: '4'" in pipelines.deployed_file("shop", CONFIG)
     pipelines.deploy("shop", "HEAD", "agent")
     assert "MAX_RECOMMENDATIONS: '3'" in pipelines.deployed_file("shop", CONFIG)
+
+
+def test_files_at_each_commit_match_a_fresh_read_of_the_repository(tmp_path: Path) -> None:
+    """The repository remembers files per commit and builds a commit's files from its parent's;
+    after edits, a rename, a deletion and a revert, every commit reads as a cold clone sees it."""
+    from pytest_sremarathon.pipeline.repo import Author, GitRepo
+
+    repo = GitRepo.create(tmp_path / "shop", SHOP, EPOCH, "import")
+    who = Author("Dev", "dev@example.com")
+    commits = [repo.head()]
+    repo.files_at(commits[0])
+    config = repo.path / CONFIG
+    config.write_text(config.read_text().replace("'5'", "'4'"))
+    commits.append(repo.commit_all("edit", who, EPOCH))
+    _git(repo.path, "mv", "config/ad.yaml", "config/ads.yaml")
+    commits.append(repo.commit_all("rename", who, EPOCH))
+    _git(repo.path, "rm", "-q", "tests/test_handlers.py")
+    commits.append(repo.commit_all("delete", who, EPOCH))
+    commits.append(repo.revert(commits[1], who, EPOCH))
+    for commit in commits[1:]:
+        repo.show(commit)
+        repo.files_at(commit)
+
+    cold = GitRepo(repo.path)
+    for commit in commits:
+        assert repo.files_at(commit) == cold.files_at(commit)
+    latest = repo.files_at(commits[-1])
+    assert "config/ads.yaml" in latest and "config/ad.yaml" not in latest
+    assert "tests/test_handlers.py" not in latest and "MAX_RECOMMENDATIONS: '5'" in latest[CONFIG]
+    renamed = repo.show(commits[2]).blobs
+    assert set(renamed) == {"config/ad.yaml", "config/ads.yaml"} and renamed["config/ad.yaml"] is None

@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Optional
 
 from ..errors import SremarathonError
 
@@ -39,11 +40,13 @@ class Author:
 @dataclass(frozen=True)
 class CommitInfo:
     id: str
+    parents: list[str]
     author: str
     time: str  # ISO 8601
     message: str  # the subject line
     paths: list[str]  # what the commit touched
     diff: str  # its patch, as `git show --patch` prints it
+    blobs: dict[str, Optional[str]]  # touched path -> its blob id after the commit (None: deleted)
 
 
 class GitRepo:
@@ -110,8 +113,8 @@ class GitRepo:
         return out
 
     def commit_all(self, message: str, author: Author, at: datetime) -> str:
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", message, at=at, author=author)
+        """Commit every change to the tracked files (the pipeline's edits never add a file)."""
+        self.git("commit", "-q", "-a", "-m", message, at=at, author=author)
         return self._new_head()
 
     def _new_head(self) -> str:
@@ -131,28 +134,45 @@ class GitRepo:
         """A commit's metadata, touched paths and patch, from one `git show`."""
         info = self._shown.get(commit)
         if info is None:
-            out = self.git("show", "--no-color", "--raw", "--patch", "--format=%H%x1f%an <%ae>%x1f%aI%x1f%s%x1e",
-                           commit)
+            out = self.git("show", "--no-color", "--raw", "--no-abbrev", "--patch",
+                           "--format=%H%x1f%P%x1f%an <%ae>%x1f%aI%x1f%s%x1e", commit)
             header, _, body = out.partition("\x1e\n")
-            sha, author, when, subject = header.split("\x1f")
+            sha, parents, author, when, subject = header.split("\x1f")
             raw, _, patch = body.lstrip("\n").partition("\n\n")
-            paths = [line.split("\t")[-1] for line in raw.splitlines() if line.startswith(":")]
-            info = self._shown[sha] = CommitInfo(sha, author, when, subject, paths, patch)
+            paths, blobs = [], {}
+            for line in raw.splitlines():  # ":<old mode> <new mode> <old blob> <new blob> <status>\t<path>[\t<new path>]"
+                if not line.startswith(":"):
+                    continue
+                meta, *names = line.split("\t")
+                new_blob, status = meta.split()[3:5]
+                if status[0] == "R":
+                    blobs[names[0]] = None
+                blobs[names[-1]] = None if status[0] == "D" else new_blob
+                paths.append(names[-1])
+            info = self._shown[sha] = CommitInfo(sha, parents.split(), author, when, subject, paths, patch, blobs)
         return info
 
     def files_at(self, commit: str) -> dict[str, str]:
-        """Every file's text at a commit: one `ls-tree`, and one `cat-file --batch` for the
-        blobs not read before."""
+        """Every file's text at a commit: the parent's files with what the commit changed when
+        both are known, else one `ls-tree`; then one `cat-file --batch` for the blobs not read
+        before."""
         files = self._trees.get(commit)
         if files is None:
-            entries = []
-            for line in self.git("ls-tree", "-r", commit).splitlines():
-                meta, path = line.split("\t", 1)
-                _mode, type_, sha = meta.split()
-                if type_ == "blob":
-                    entries.append((path, sha))
+            info = self._shown.get(commit)
+            parent = self._trees.get(info.parents[0]) if info is not None and len(info.parents) == 1 else None
+            if info is not None and parent is not None:
+                entries = [(path, sha) for path, sha in info.blobs.items() if sha is not None]
+                files = {path: text for path, text in parent.items() if path not in info.blobs}
+            else:
+                entries, files = [], {}
+                for line in self.git("ls-tree", "-r", commit).splitlines():
+                    meta, path = line.split("\t", 1)
+                    _mode, type_, sha = meta.split()
+                    if type_ == "blob":
+                        entries.append((path, sha))
             self._read_blobs([sha for _, sha in entries if sha not in self._blobs])
-            files = self._trees[commit] = {path: self._blobs[sha] for path, sha in entries}
+            files.update((path, self._blobs[sha]) for path, sha in entries)
+            self._trees[commit] = files = dict(sorted(files.items()))
         return dict(files)
 
     def _read_blobs(self, shas: list[str]) -> None:

@@ -6,8 +6,9 @@ eviction) and garbage collection. Each ``reconcile_*`` is one pass at the curren
 from __future__ import annotations
 
 import copy
+import functools
 import math
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from .objects import (EventRecorder, condition, controller_of, is_owned_by, owner_ref, pod_is_active,
@@ -21,10 +22,30 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 EVICTION_SECONDS = 300  # default tolerationSeconds for the not-ready/unreachable taints
 INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod")  # all that the workload controllers read
+FOREVER = datetime.max.replace(tzinfo=timezone.utc)
+NEVER = datetime.min.replace(tzinfo=timezone.utc)
 
 
 def _parse_time(s: str, like: datetime) -> datetime:
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=like.tzinfo)
+    return _parse_utc(s).replace(tzinfo=like.tzinfo)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_utc(s: str) -> datetime:
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _idle_until(d: dict[str, Any]) -> datetime:
+    """Until when a pass over a Deployment whose inputs have not moved changes nothing: for ever
+    once its rollout completed or timed out, until its progress deadline while it progresses,
+    and never before it reports progress at all."""
+    progressing = condition(d, "Progressing")
+    if progressing is None or not progressing.get("lastUpdateTime"):
+        return NEVER
+    if progressing.get("reason") in ("NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
+        return FOREVER
+    deadline = timedelta(seconds=int(d["spec"].get("progressDeadlineSeconds", 600)))
+    return _parse_time(progressing["lastUpdateTime"], FOREVER) + deadline
 
 
 def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
@@ -43,7 +64,8 @@ class Controllers:
         # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
         self._idle: dict[str, tuple[str, ...]] = {}
         self._collected: tuple[int, ...] = ()  # the kinds' versions after the last garbage collection
-        self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing
+        self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
+        self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
 
     def _template_hash(self, d: dict[str, Any]) -> str:
         key = (d["metadata"]["uid"], d["metadata"].get("generation", 1))
@@ -53,26 +75,26 @@ class Controllers:
         return h
 
     def reconcile(self) -> None:
+        now = self.store.clock()
         inputs = self.store.kind_version(*INPUT_KINDS)
-        if inputs == self._quiet:
+        if inputs == self._quiet and now <= self._quiet_until:
             return
         idle, self._idle = self._idle, {}
         before = self.store.resource_version
-        clock_free = True
+        quiet_until = FOREVER
         replicasets = _by_controller(self.store.list("ReplicaSet"))
         for d in list(self.store.list("Deployment")):
             rss = replicasets.get(d["metadata"]["uid"], [])
-            # A rollout in progress watches the clock (its progress deadline): never skipped.
-            settled = (condition(d, "Progressing") or {}).get("reason") in ("NewReplicaSetAvailable",
-                                                                              "ProgressDeadlineExceeded")
-            clock_free &= settled
-            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), settled)
+            due = _idle_until(d)
+            quiet_until = min(quiet_until, due)
+            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)
         pods = _by_controller(self.store.list("Pod"))
         for rs in list(self.store.list("ReplicaSet")):
             owned = pods.get(rs["metadata"]["uid"], [])
             self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)
         self.collect_garbage()
-        self._quiet = inputs if clock_free and self.store.resource_version == before else ()
+        quiet = self.store.resource_version == before
+        self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
 
     def _unless_idle(self, idle: dict[str, tuple[str, ...]], owner: dict[str, Any], owned: list[dict[str, Any]],
                      reconcile: Callable[[], None], clock_free: bool) -> None:

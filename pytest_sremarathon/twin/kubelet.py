@@ -26,6 +26,7 @@ MAX_BACKOFF = 300.0
 BASE_MEMORY = 48 * 2**20
 DATASTORE_MEMORY = 24 * 2**20
 RETAINED_ENTRY_BYTES = 64 * 2**10  # one sampled request's worth of retained state
+RETAINING = (list, dict, set, deque)  # module globals whose entries count toward a pod's memory
 LOG_LINES = 2000
 SERVED_PATHS = ("/readyz", "/healthz")
 DISK_PRESSURE_TAINT = "node.kubernetes.io/disk-pressure"
@@ -352,7 +353,7 @@ class Kubelet:
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
         for name, value in vars(c.module).items():
-            if not name.startswith("__") and isinstance(value, (list, dict, set, deque)):
+            if isinstance(value, RETAINING) and not name.startswith("__"):
                 retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Optional
 
 from .store import Store, iso
@@ -157,10 +157,12 @@ class EventRecorder:
 
     def expire(self) -> None:
         """Drop events older than the TTL (the real API server's --event-ttl, 1 h)."""
-        now = self.store.clock()
+        # Whole-second ISO timestamps order as the times they name: compare the text.
+        cutoff = self.store.clock() - timedelta(seconds=self.ttl_seconds)
+        text = iso(cutoff)  # to the second
         for ev in list(self.store.list("Event")):
-            last = datetime.strptime(ev["lastTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=now.tzinfo)
-            if (now - last).total_seconds() > self.ttl_seconds:
+            last = ev["lastTimestamp"]
+            if last < text or (last == text and cutoff.microsecond):
                 self.store.delete("Event", ev["metadata"]["namespace"], ev["metadata"]["name"])
         self._index = {k: v for k, v in self._index.items()
                        if self.store.get("Event", k[0], v["metadata"]["name"]) is v}

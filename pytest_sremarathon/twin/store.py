@@ -111,6 +111,7 @@ class Store:
     _history: deque = field(init=False)
     _rv: int = 1
     _sorted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> objects in list order
+    _sorted_ns: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # kind -> ns -> the same
     _kind_rv: dict[str, int] = field(default_factory=dict)  # kind -> resourceVersion of its last change
     _changed: threading.Condition = field(init=False)
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -151,11 +152,15 @@ class Store:
         ordered = self._sorted.get(kind)
         if ordered is None:
             ordered = self._sorted[kind] = [obj for _, obj in sorted(self._by_kind.get(kind, {}).items())]
-        if not namespace and not labels:
+        if namespace:
+            per_ns = self._sorted_ns.setdefault(kind, {})
+            in_ns = per_ns.get(namespace)
+            if in_ns is None:
+                in_ns = per_ns[namespace] = [o for o in ordered if o["metadata"].get("namespace", "") == namespace]
+            ordered = in_ns
+        if not labels:
             return list(ordered)
-        return [obj for obj in ordered
-                if (not namespace or obj["metadata"].get("namespace", "") == namespace)
-                and (not labels or matches_labels(obj, labels))]
+        return [obj for obj in ordered if matches_labels(obj, labels)]
 
     # -- writing ---------------------------------------------------------------------------
     def _next_rv(self) -> int:
@@ -202,6 +207,7 @@ class Store:
             self._objects[key] = obj
             self._by_kind.setdefault(kind, {})[key] = obj
             self._sorted.pop(kind, None)
+            self._sorted_ns.pop(kind, None)
             self._record("ADDED", obj)
             return obj
 
@@ -231,6 +237,7 @@ class Store:
             self._objects[key] = obj
             self._by_kind[kind][key] = obj
             self._sorted.pop(kind, None)
+            self._sorted_ns.pop(kind, None)
             self._record("MODIFIED", obj)
             return obj
 
@@ -251,6 +258,7 @@ class Store:
                 raise not_found(kind, name)
             del self._by_kind[kind][key]
             self._sorted.pop(kind, None)
+            self._sorted_ns.pop(kind, None)
             obj["metadata"]["resourceVersion"] = str(self._next_rv())
             self._record("DELETED", obj)
             return obj

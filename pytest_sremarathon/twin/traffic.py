@@ -65,18 +65,21 @@ class ServiceStats:
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (ms, weight)
     origins: Counter = field(default_factory=Counter)  # component -> weighted errors
 
-    def percentile(self, q: float) -> float:
+    def percentiles(self, *qs: float) -> list[float]:
+        """Weighted latency percentiles (``qs`` ascending), from one sort."""
         if not self.latencies:
-            return 0.0
+            return [0.0 for _ in qs]
         ordered = sorted(self.latencies)
         total = sum(w for _, w in ordered)
-        target = q * total
-        acc = 0.0
-        for ms, w in ordered:
-            acc += w
-            if acc >= target:
-                return ms
-        return ordered[-1][0]
+        out: list[float] = []
+        acc, i = 0.0, 0
+        for q in qs:
+            target = q * total
+            while i < len(ordered) and acc + ordered[i][1] < target:
+                acc += ordered[i][1]
+                i += 1
+            out.append(ordered[min(i, len(ordered) - 1)][0])
+        return out
 
 
 class _Frame:
