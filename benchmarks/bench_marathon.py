@@ -4,15 +4,15 @@ the default 3-app, 12-virtual-hour marathon with RollbackAgent on a 2-core machi
     python benchmarks/bench_marathon.py                 # the default marathon
     python benchmarks/bench_marathon.py --scaling       # also: wall time vs services and vs run length
 
-Each measurement runs `sremarathon run --json` in a fresh process and reads its peak RSS from
-the kernel (getrusage of the child), so nothing of an earlier run is counted.
+Each measurement runs `sremarathon run --json` in a fresh process and reads that process's own
+peak RSS from the kernel (wait4), so nothing of an earlier run is counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -26,18 +26,21 @@ AGENT = "pytest_sremarathon.baselines:RollbackAgent"
 
 
 def measure(scenario: Path, out: Path) -> dict:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest_sremarathon.cli", "run", "--json", "--agent", AGENT,
-                           "--scenario", str(scenario), "--out", str(out)], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr)
-    result = json.loads(proc.stdout)
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest_sremarathon.cli", "run", "--json", "--agent", AGENT,
+                                 "--scenario", str(scenario), "--out", str(out)], stdout=stdout, stderr=stderr)
+        # wait4: this run's own peak RSS (RUSAGE_CHILDREN would report the largest run so far)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        stdout.seek(0)
+        stderr.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(stderr.read().decode())
+        result = json.loads(stdout.read())
     return {"wall_process_s": round(wall, 2), "wall_marathon_s": result["wall_seconds"],
             "virtual_h": result["virtual_seconds"] / 3600, "speedup": round(result["virtual_seconds"] / wall),
-            "peak_rss_mb": round(max(peak_kib, before) / 1024), "faults": len(result["faults"]),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024), "faults": len(result["faults"]),
             "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2)}
 
 
