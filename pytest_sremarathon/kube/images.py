@@ -7,13 +7,15 @@ this module, the ``pytest_sremarathon`` package, the artifact directory) and mad
 the cluster with ``kind load docker-image`` (:class:`KindImages`) or ``docker push`` to a
 registry the cluster pulls from (:class:`RegistryImages`). Datastores run the same runtime
 with the built-in key-value store (the twin's ``DATASTORE_SOURCE``), so a run needs no image
-but ``python:3.11-slim`` and kind's node image from the internet.
+but the base image (``python:3.11-slim``, or ``$SREMARATHON_BASE_IMAGE``: any Python 3.11
+image with pip, for mirrors and air-gapped machines) and kind's node image.
 
 The argv builders are pure functions; :func:`run` executes one with a clear error.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from ..twin.runtime import Artifact
 from ..runtime.artifacts import is_datastore, short_digest, write_artifact
 
 REGISTRY = "registry.sremarathon.local"
+DEFAULT_BASE_IMAGE = "python:3.11-slim"
 DOCKERFILE = Path(__file__).with_name("Dockerfile")
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LABEL_DIGEST = "dev.sremarathon.digest"
@@ -59,8 +62,27 @@ def build_context(artifact: Artifact, dest: Path, *, datastore_image: Optional[s
     return dest
 
 
+def base_image() -> str:
+    return os.environ.get("SREMARATHON_BASE_IMAGE") or DEFAULT_BASE_IMAGE
+
+
+def docker_unavailable() -> Optional[str]:
+    """Why images cannot be built here (None when a Docker daemon answers)."""
+    if shutil.which("docker") is None:
+        return "the `docker` CLI is not installed"
+    try:
+        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                              timeout=20, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return "`docker info` did not answer within 20s (is the Docker daemon running?)"
+    if proc.returncode != 0 or not proc.stdout.strip():
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"the Docker daemon is not reachable (`docker info`: {why[-1] if why else 'failed'})"
+    return None
+
+
 def build_argv(artifact: Artifact, tag: str, context: Path) -> list[str]:
-    return ["docker", "build", "--tag", tag,
+    return ["docker", "build", "--tag", tag, "--build-arg", f"BASE_IMAGE={base_image()}",
             "--build-arg", f"APP={artifact.app}", "--build-arg", f"SERVICE={artifact.service}",
             "--build-arg", f"DIGEST={artifact.digest}",
             "--label", f"{LABEL_DIGEST}={artifact.digest}", str(context)]

@@ -25,6 +25,7 @@ import yaml
 from ..errors import SremarathonError
 from ..twin.cluster import Topology
 from .api import KubeApi
+from .images import docker_unavailable
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_NAME = "sremarathon"
@@ -110,17 +111,7 @@ def unavailable() -> Optional[str]:
     """Why a kind cluster cannot be created here (None when it can)."""
     if shutil.which("kind") is None:
         return "the `kind` CLI is not installed (https://kind.sigs.k8s.io/docs/user/quick-start/#installation)"
-    if shutil.which("docker") is None:
-        return "the `docker` CLI is not installed"
-    try:
-        proc = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return "`docker info` did not answer within 20s (is the Docker daemon running?)"
-    if proc.returncode != 0 or not proc.stdout.strip():
-        why = (proc.stderr or proc.stdout).strip().splitlines()
-        return f"the Docker daemon is not reachable (`docker info`: {why[-1] if why else 'failed'})"
-    return None
+    return docker_unavailable()
 
 
 def _run(argv: list[str], *, timeout: float, what: str) -> subprocess.CompletedProcess:

@@ -38,7 +38,6 @@ import ssl
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qsl, unquote, urlencode
 

@@ -73,7 +73,8 @@ def test_kind_commands_keep_the_users_kubeconfig_untouched(tmp_path: Path) -> No
 
 # -- images ----------------------------------------------------------------------------------------
 
-def test_the_image_build_context_and_commands(tmp_path: Path) -> None:
+def test_the_image_build_context_and_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SREMARATHON_BASE_IMAGE", raising=False)
     app = load_app(SHOP)
     files = {str(p.relative_to(SHOP)): p.read_text() for p in sorted((SHOP / "services").glob("*.py"))}
     cart = package(app, files)["cart"]
@@ -82,7 +83,7 @@ def test_the_image_build_context_and_commands(tmp_path: Path) -> None:
     assert not tag.endswith(":latest")
     ctx = images.build_context(cart, tmp_path / "ctx")
     dockerfile = (ctx / "Dockerfile").read_text()
-    assert "\nFROM python:3.11-slim\n" in dockerfile
+    assert "\nARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}\n" in dockerfile
     assert 'ENTRYPOINT ["python", "-m", "pytest_sremarathon.runtime"]' in dockerfile
     assert "COPY artifact/ /app/" in dockerfile and "COPY pytest_sremarathon /opt/sremarathon/pytest_sremarathon" in dockerfile
     assert (ctx / "pytest_sremarathon" / "runtime" / "__main__.py").is_file()
@@ -90,8 +91,11 @@ def test_the_image_build_context_and_commands(tmp_path: Path) -> None:
     assert not list(ctx.rglob("__pycache__"))
     assert read_artifact(ctx / "artifact") == cart  # the image carries exactly the built, tested code
     assert images.build_argv(cart, tag, ctx) == [
-        "docker", "build", "--tag", tag, "--build-arg", "APP=shop", "--build-arg", "SERVICE=cart",
-        "--build-arg", f"DIGEST={cart.digest}", "--label", f"dev.sremarathon.digest={cart.digest}", str(ctx)]
+        "docker", "build", "--tag", tag, "--build-arg", "BASE_IMAGE=python:3.11-slim", "--build-arg", "APP=shop",
+        "--build-arg", "SERVICE=cart", "--build-arg", f"DIGEST={cart.digest}",
+        "--label", f"dev.sremarathon.digest={cart.digest}", str(ctx)]
+    monkeypatch.setenv("SREMARATHON_BASE_IMAGE", "mirror.example/python:3.11-slim")  # a mirror, air-gapped
+    assert "BASE_IMAGE=mirror.example/python:3.11-slim" in images.build_argv(cart, tag, ctx)
     assert images.kind_load_argv(tag, "bench") == ["kind", "load", "docker-image", tag, "--name", "bench"]
     assert images.kind_load_argv(tag, "bench", ["worker-a1"])[-2:] == ["--nodes", "worker-a1"]
     assert images.push_argv(tag) == ["docker", "push", tag]
