@@ -45,7 +45,7 @@ def _idle_until(d: dict[str, Any]) -> datetime:
     if progressing.get("reason") in ("NewReplicaSetAvailable", "ProgressDeadlineExceeded"):
         return FOREVER
     deadline = timedelta(seconds=int(d["spec"].get("progressDeadlineSeconds", 600)))
-    return _parse_time(progressing["lastUpdateTime"], FOREVER) + deadline
+    return _parse_utc(progressing["lastUpdateTime"]).replace(tzinfo=timezone.utc) + deadline
 
 
 def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
@@ -97,10 +97,10 @@ class Controllers:
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
 
     def _unless_idle(self, idle: dict[str, tuple[str, ...]], owner: dict[str, Any], owned: list[dict[str, Any]],
-                     reconcile: Callable[[], None], clock_free: bool) -> None:
+                     reconcile: Callable[[], None], may_skip: bool) -> None:
         uid = owner["metadata"]["uid"]
         inputs = (owner["metadata"]["resourceVersion"], *(o["metadata"]["resourceVersion"] for o in owned))
-        if clock_free and idle.get(uid) == inputs:
+        if may_skip and idle.get(uid) == inputs:
             self._idle[uid] = inputs
             return
         before = self.store.resource_version

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import random
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,27 @@ def test_a_readiness_probe_typo_stalls_the_rollout_while_old_pods_keep_serving(s
     assert shop.metric("cart", "error_ratio") == 0
     progressing = condition(shop.store.get("Deployment", "shop", "cart"), "Progressing")
     assert progressing["reason"] == "ProgressDeadlineExceeded"
+
+
+def test_a_stalled_rollout_times_out_in_the_first_pass_after_its_progress_deadline(shop: Shop) -> None:
+    """The deadline is a clock the controller must keep reading while nothing else moves."""
+    def typo(d: dict[str, Any]) -> None:
+        d["spec"]["progressDeadlineSeconds"] = 150
+        _container(d)["readinessProbe"]["httpGet"]["path"] = "/readz"
+
+    shop.edit("Deployment", "cart", typo)
+    marks: list[str] = []  # the Progressing condition's lastUpdateTime while the rollout progresses
+    while True:
+        shop.run(30)
+        progressing = condition(shop.store.get("Deployment", "shop", "cart"), "Progressing")
+        if progressing["reason"] == "ProgressDeadlineExceeded":
+            break
+        assert progressing["reason"] == "ReplicaSetUpdated" and len(marks) < 40
+        marks.append(progressing["lastUpdateTime"])
+    last_progress = datetime.strptime(marks[-1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    waited = (shop.clock.now - last_progress).total_seconds()
+    assert 150 < waited <= 150 + 30, f"timed out {waited:.0f} s after the last progress (deadline 150 s)"
+    assert [e for e in shop.events("ProgressDeadlineExceeded") if e["involvedObject"]["name"] == "cart"]
 
 
 def test_a_memory_limit_cut_gives_oomkilled_restarts_with_growing_back_off(shop: Shop) -> None:
