@@ -33,9 +33,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import socket
-import ssl
-import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Optional
@@ -44,8 +41,8 @@ from urllib.parse import parse_qsl, unquote, urlencode
 import yaml
 
 from ..policy import Decision, MutationRequest
-from ..twin import tls
 from ..twin.apiserver import Admission, ExtensionHandler, Request, Response
+from ..twin.loopback import LoopbackServer
 from ..twin.store import ApiError
 from .api import KubeApi
 
@@ -120,123 +117,19 @@ class _Upstream503(Exception):
     pass
 
 
-class PolicyProxy(tls.LoopbackEndpoint):
+class PolicyProxy(LoopbackServer):
     def __init__(self, upstream: KubeApi, *, tokens: dict[str, str], admission: Admission,
                  extensions: Optional[dict[str, ExtensionHandler]] = None, host: str = "127.0.0.1",
                  port: int = 0) -> None:
+        super().__init__("policy-proxy", host, port)
         self.upstream = upstream
         self.tokens = dict(tokens)
         self.admission = admission
         self.extensions = dict(sorted((extensions or {}).items(), key=lambda kv: -len(kv[0])))
-        self.host = host
-        self._port = port
-        self._sock: Optional[socket.socket] = None
-        self._thread: Optional[threading.Thread] = None
-        self._stopping = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._tls = tls.credentials()
-        self._ssl = tls.server_context(self._tls)
 
-    # -- lifecycle (as ApiServer) ----------------------------------------------------------
-    def start(self) -> "PolicyProxy":
-        if self._sock is not None:
-            return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._port))
-        sock.listen(128)
-        self._port = sock.getsockname()[1]
-        self._sock = sock
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._accept_loop, name=f"policy-proxy:{self._port}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._sock is None:
-            return
-        self._stopping.set()
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
-        with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._sock = None
-
-    def __enter__(self) -> "PolicyProxy":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-
-    # -- connections -------------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        assert self._sock is not None
-        while not self._stopping.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                break
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="policy-proxy-conn").start()
-
-    def _serve(self, raw: socket.socket) -> None:
-        conn: Any = raw
-        rfile = None
-        try:
-            raw.settimeout(30)
-            if raw.recv(1, socket.MSG_PEEK) == b"\x16":
-                conn = self._ssl.wrap_socket(raw, server_side=True)
-            conn.settimeout(None)
-            rfile = conn.makefile("rb", buffering=65536)
-            while not self._stopping.is_set():
-                line = rfile.readline(65537)
-                if not line:
-                    break
-                if line in (b"\r\n", b"\n"):
-                    continue
-                try:
-                    method, target, version = line.decode("latin-1").split()
-                except ValueError:
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                    break
-                headers: dict[str, str] = {}
-                while True:
-                    h = rfile.readline(65537)
-                    if h in (b"\r\n", b"\n", b""):
-                        break
-                    k, _, v = h.decode("latin-1").partition(":")
-                    headers[k.strip().lower()] = v.strip()
-                body = _read_body(rfile, headers)
-                conn_hdr = headers.get("connection", "").lower()
-                keep = (version == "HTTP/1.1" and conn_hdr != "close") or conn_hdr == "keep-alive"
-                keep = self._handle(conn, method, target, headers, body) and keep
-                if not keep:
-                    break
-        except (OSError, ValueError, ssl.SSLError, http.client.HTTPException):
-            pass
-        finally:
-            with self._lock:
-                self._conns.discard(raw)
-            try:
-                if rfile is not None:
-                    rfile.close()
-                conn.close()
-            except OSError:
-                pass
+    def _respond(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
+                 keep_alive: bool) -> bool:
+        return self._handle(conn, method, target, headers, body) and keep_alive
 
     # -- one request ---------------------------------------------------------------------------
     def _handle(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes) -> bool:
@@ -422,24 +315,6 @@ class PolicyProxy(tls.LoopbackEndpoint):
 
 def _forward_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k not in HOP_BY_HOP and not k.startswith("impersonate-")}
-
-
-def _read_body(rfile: Any, headers: dict[str, str]) -> bytes:
-    if "content-length" in headers:
-        n = int(headers["content-length"] or 0)
-        return rfile.read(n) if n else b""
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        chunks = []
-        while True:
-            size = int(rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                break
-            chunks.append(rfile.read(size))
-            rfile.readline()
-        return b"".join(chunks)
-    return b""
 
 
 def _parse_body(body: bytes, content_type: str) -> Any:

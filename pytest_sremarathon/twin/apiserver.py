@@ -54,20 +54,19 @@ import logging
 import select
 import socket
 import ssl
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 from urllib.parse import parse_qsl, unquote
 
 import yaml
 
 from ..policy import Decision, MutationRequest
-from . import defaults, openapi, patch as patching, protobuf, tables, tls
+from . import defaults, openapi, patch as patching, protobuf, tables
+from .loopback import LoopbackServer
 from .selectors import field_predicate, label_predicate, selector_string
 from .store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 
@@ -224,22 +223,16 @@ class _Stream(Exception):
 
 # -- the server ---------------------------------------------------------------------------------
 
-class ApiServer(tls.LoopbackEndpoint):
+class ApiServer(LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__("apiserver", host, port)
         self.store = store
         self.tokens = dict(tokens)
         self.admission = admission
         self.telemetry = telemetry
         self.extensions = dict(sorted((extensions or {}).items(), key=lambda kv: -len(kv[0])))
-        self.host = host
-        self._port = port
-        self._sock: Optional[socket.socket] = None
-        self._accept_thread: Optional[threading.Thread] = None
-        self._stopping = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._conns_lock = threading.Lock()
         self._json_cache: dict[tuple[str, str, str], tuple[str, bytes]] = {}
         self._types: dict[tuple[str, str, str], ResourceType] = {
             (rt.group, rt.version, rt.plural): rt for rt in RESOURCE_TYPES}
@@ -270,136 +263,24 @@ class ApiServer(tls.LoopbackEndpoint):
             self._static[f"/openapi/v3/{key}"] = _dumps(openapi.openapi_document(key))
         self.watch_bookmark_interval = 60.0  # wall seconds between BOOKMARKs on an idle watch
         self._openapi_v2 = openapi.openapi_v2_protobuf()
-        self._tls = tls.credentials()
-        self._ssl = tls.server_context(self._tls)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
-        if self._sock is not None:
-            return
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._port))
-        sock.listen(256)
-        self._port = sock.getsockname()[1]
-        self._sock = sock
-        self._stopping.clear()
-        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"apiserver:{self._port}",
-                                               daemon=True)
-        self._accept_thread.start()
-
-    def stop(self) -> None:
-        if self._sock is None:
-            return
-        self._stopping.set()
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
-        with self._conns_lock:
-            conns = list(self._conns)
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    def _wake_streams(self) -> None:
         with self.store.lock:
             self.store._changed.notify_all()
-        if self._accept_thread is not None:
-            self._accept_thread.join(timeout=5)
-        self._sock = None
 
-    def __enter__(self) -> "ApiServer":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-
-    # -- HTTP plumbing -------------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        assert self._sock is not None
-        while not self._stopping.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                break
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._conns_lock:
-                self._conns.add(conn)
-            threading.Thread(target=self._serve_connection, args=(conn,), daemon=True,
-                             name=f"apiserver-conn:{self._port}").start()
-
-    def _serve_connection(self, conn: socket.socket) -> None:
-        raw = conn
-        rfile = None
+    def _respond(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
+                 keep_alive: bool) -> bool:
         try:
-            conn.settimeout(30)
-            first = conn.recv(1, socket.MSG_PEEK)
-            if first == b"\x16":  # a TLS ClientHello: the same port speaks HTTPS
-                conn = self._ssl.wrap_socket(conn, server_side=True)
-            conn.settimeout(None)
-            rfile = conn.makefile("rb", buffering=65536)
-            while not self._stopping.is_set():
-                line = rfile.readline(65537)
-                if not line:
-                    break
-                if line in (b"\r\n", b"\n"):
-                    continue
-                try:
-                    method, target, version = line.decode("latin-1").split()
-                except ValueError:
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                    break
-                headers: dict[str, str] = {}
-                while True:
-                    h = rfile.readline(65537)
-                    if h in (b"\r\n", b"\n", b""):
-                        break
-                    k, _, v = h.decode("latin-1").partition(":")
-                    headers[k.strip().lower()] = v.strip()
-                body = b""
-                if "content-length" in headers:
-                    n = int(headers["content-length"] or 0)
-                    body = rfile.read(n) if n else b""
-                elif headers.get("transfer-encoding", "").lower() == "chunked":
-                    chunks = []
-                    while True:
-                        size = int(rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            break
-                        chunks.append(rfile.read(size))
-                        rfile.readline()
-                    body = b"".join(chunks)
-                conn_hdr = headers.get("connection", "").lower()
-                keep_alive = (version == "HTTP/1.1" and conn_hdr != "close") or conn_hdr == "keep-alive"
-                try:
-                    status, ctype, payload = self._dispatch(method, target, headers, body, conn)
-                except _Stream:
-                    break
-                head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
-                        f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
-                        f"Cache-Control: no-cache, private\r\n")
-                if not keep_alive:
-                    head += "Connection: close\r\n"
-                conn.sendall(head.encode("latin-1") + b"\r\n" + (payload if method != "HEAD" else b""))
-                if not keep_alive:
-                    break
-        except (OSError, ValueError, ssl.SSLError):
-            pass
-        finally:
-            with self._conns_lock:
-                self._conns.discard(raw)
-            try:
-                if rfile is not None:
-                    rfile.close()
-                conn.close()
-            except OSError:
-                pass
+            status, ctype, payload = self._dispatch(method, target, headers, body, conn)
+        except _Stream:
+            return False
+        head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
+                f"Content-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
+                f"Cache-Control: no-cache, private\r\n")
+        if not keep_alive:
+            head += "Connection: close\r\n"
+        conn.sendall(head.encode("latin-1") + b"\r\n" + (payload if method != "HEAD" else b""))
+        return keep_alive
 
     def _dispatch(self, method: str, target: str, headers: dict[str, str], body: bytes,
                   conn: socket.socket) -> tuple[int, str, bytes]:
@@ -1003,9 +884,9 @@ class ApiServer(tls.LoopbackEndpoint):
         if ctype == "application/apply-patch+yaml":
             return patching.apply_patch(current, body, kind)
         raise ApiError(415, "UnsupportedMediaType",
-                       f"the body of the request was in an unknown format - accepted media types include: "
-                       f"application/json-patch+json, application/merge-patch+json, "
-                       f"application/apply-patch+yaml, application/strategic-merge-patch+json")
+                       "the body of the request was in an unknown format - accepted media types include: "
+                       "application/json-patch+json, application/merge-patch+json, "
+                       "application/apply-patch+yaml, application/strategic-merge-patch+json")
 
     def _patch(self, ctx: _Ctx, rt: ResourceType, ns: Optional[str], name: str,
                subresource: Optional[str] = None) -> tuple[int, str, bytes]:
@@ -1232,7 +1113,7 @@ class ApiServer(tls.LoopbackEndpoint):
             raise _bad_request("the body of the request was in an unknown format")
         ev_name = (body.get("metadata") or {}).get("name")
         if ev_name and ev_name != name:
-            raise _bad_request(f"name in URL does not match name in Eviction object")
+            raise _bad_request("name in URL does not match name in Eviction object")
         opts = dict(body.get("deleteOptions") or {})
 
         def plan() -> _Plan:

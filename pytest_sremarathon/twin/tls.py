@@ -110,37 +110,3 @@ def write_kubeconfig(path: Path, *, server: str, ca_pem: bytes, token: str, user
     except OSError:
         pass
     return path
-
-
-class LoopbackEndpoint:
-    """What a loopback server that speaks plain HTTP and TLS on one port offers its clients
-    (the twin API server and the policy proxy): its URLs, its CA, and kubeconfigs for it.
-    Subclasses set ``host``, ``_port``, ``_tls`` and ``tokens`` (token -> actor)."""
-
-    host: str
-    _port: int
-    _tls: Credentials
-    tokens: dict[str, str]
-
-    @property
-    def port(self) -> int:
-        return self._port
-
-    @property
-    def url(self) -> str:
-        """Plain-HTTP base URL (for in-process and extension clients that set the header themselves)."""
-        return f"http://{self.host}:{self._port}"
-
-    @property
-    def https_url(self) -> str:
-        """The same port spoken over TLS; what kubeconfigs point at (kubectl only sends tokens over TLS)."""
-        return f"https://{self.host}:{self._port}"
-
-    @property
-    def ca_pem(self) -> bytes:
-        """PEM of the CA that signed the server certificate."""
-        return self._tls.ca_pem
-
-    def write_kubeconfig(self, path: Path, token: str, *, context: str = "sremarathon") -> Path:
-        return write_kubeconfig(path, server=self.https_url, ca_pem=self._tls.ca_pem, token=token,
-                                user=f"{context}-{self.tokens.get(token, 'user')}", context=context)

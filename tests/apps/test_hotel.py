@@ -14,7 +14,7 @@ import random
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -27,7 +27,7 @@ from pytest_sremarathon.apps import AppSpec, load_app
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
+from pytest_sremarathon.pipeline.repo import REPO_FILES
 from pytest_sremarathon.pipeline.service import Pipelines, apply_edit
 from pytest_sremarathon.twin.cluster import TwinCluster
 from pytest_sremarathon.twin.objects import pod_is_ready
@@ -286,31 +286,6 @@ def test_any_change_applies_after_any_other_was_applied_and_reverted() -> None:
             both = _apply(with_a, b)
             assert both is not None, f"{b.id} does not apply after {a.id}"
             assert _apply(both, a, inverse=True) == alone[b.id], f"reverting {a.id} after {b.id} disturbs {b.id}"
-
-
-def test_all_changes_stack_and_git_revert_in_any_order(app: AppSpec, tmp_path: Path) -> None:
-    """All changes as commits in a shuffled order, then each reverted with ``git revert`` in
-    another order: no conflicts (regions are apart), the tree ends as it began, and the full
-    stack builds."""
-    at = EPOCH
-    repo = GitRepo.create(tmp_path / "hotel", APP_ROOT, at, "import")
-    original = repo.files_at(repo.head())
-    rng = random.Random(7)
-    order = list(CATALOGUE)
-    rng.shuffle(order)
-    commits = {}
-    for c in order:
-        for e in c.edits:
-            path = repo.path / e.file
-            edited = apply_edit(path.read_text(), e.find, e.replace)
-            assert edited is not None, f"{c.id} does not apply on top of the others"
-            path.write_text(edited)
-        commits[c.id] = repo.commit_all(c.message, Author.parse(c.author), at)
-    build(app, repo.files_at(repo.head()))
-    rng.shuffle(order)
-    for c in order:
-        repo.revert(commits[c.id], Author("oncall", "oncall@hotel.example"), at)
-    assert repo.files_at(repo.head()) == original
 
 
 # -- the twin: healthy, then one fault at a time ----------------------------------------------------

@@ -28,7 +28,7 @@ from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults import builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
+from pytest_sremarathon.pipeline.repo import REPO_FILES
 from pytest_sremarathon.pipeline.service import Pipelines, apply_edit
 from pytest_sremarathon.twin.cluster import TwinCluster
 from pytest_sremarathon.twin.objects import pod_is_active, pod_is_ready
@@ -328,29 +328,6 @@ def test_changes_edit_disjoint_regions() -> None:
                 if c1 != c2 and not (b1 < a2 - 1 or b2 < a1 - 1):
                     clashes.append((path, c1, c2))
     assert not clashes
-
-
-def test_any_order_applies_and_reverts(tmp_path: Path) -> None:
-    """All changes committed in a random order build; reverted (git revert) in another random
-    order they leave the original tree."""
-    rng = random.Random(1)
-    repo = GitRepo.create(tmp_path / "repo", APP_ROOT, EPOCH, "import social")
-    base = repo.files_at(repo.head())
-    order = list(CATALOGUE)
-    rng.shuffle(order)
-    commits = {}
-    for c in order:
-        for e in c.edits:
-            target = repo.path / e.file
-            edited = apply_edit(target.read_text(), e.find, e.replace)
-            assert edited is not None, f"{c.id} no longer applies after {[x.id for x in order][:order.index(c)]}"
-            target.write_text(edited)
-        commits[c.id] = repo.commit_all(c.message, Author.parse(c.author), EPOCH)
-    build(APP, repo.files_at(repo.head()))
-    rng.shuffle(order)
-    for c in order:
-        repo.revert(commits[c.id], Author("oncall", "oncall@example.com"), EPOCH)
-    assert repo.files_at(repo.head()) == base
 
 
 # -- faulty changes show in the twin, and their revert clears them ------------------------------
