@@ -61,7 +61,7 @@ GROUND_TRUTH = "ground_truth.json"
 RESERVED = frozenset({EVENTS, MANIFEST, GROUND_TRUTH})
 
 # Manifest keys that seal() computes itself; manifest_extra may not override them.
-_SEALED_KEYS = frozenset({"format", "scenario_digest", "seed", "files", "events",
+_SEALED_KEYS = frozenset({"format", "scoring_version", "scenario_digest", "seed", "files", "events",
                           "ground_truth_commitment", "public_key", "signature"})
 _REQUIRED_MANIFEST_KEYS = ("format", "run_id", "scenario_digest", "seed", "agent", "files", "events",
                            "ground_truth_commitment", "public_key", "signature")
@@ -306,6 +306,8 @@ class BundleWriter:
             "events": {"count": self._seq, "head": self._head},
             "ground_truth_commitment": committed,
             "public_key": self.public_key,
+            # The rules the records are written for; `sremarathon score` scores by them.
+            "scoring_version": int(self._start.get("scoring_version", 1)),
         }
         manifest.update(extra)
         manifest = json.loads(canonical(manifest))

@@ -53,9 +53,15 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "wall_seconds": round(result.wall_seconds, 3),
         "isolation": result.isolation,
         "weights": score.weights,
+        "scoring_version": score.scoring_version,
+        "correlated": score.correlated, "localized": score.localized,
+        "localization_credit": round(score.localization_credit, 3), "repaired": score.repaired,
+        "collateral": {k: len(v) for k, v in score.collateral.items()},
         "faults": [{"id": f.id, "kind": f.kind, "component": f.component, "change": f.change,
                     "start": f.start, "end": f.end, "correlated": f.correlated, "localized": f.localized,
-                    "repaired": f.repaired, "points": f.points} for f in score.faults],
+                    "localization_credit": round(f.localization_credit, 6), "candidates": f.candidates,
+                    "repaired": f.repaired, "repair_actions": f.repair_actions, "points": round(f.points, 6)}
+                   for f in score.faults],
     }
 
 

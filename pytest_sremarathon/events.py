@@ -67,6 +67,9 @@ class RunStart(_Data):
     cadence_seconds: float
     segments: list[Segment]
     ground_truth_commitment: str  # sha256(salt || canonical(schedule)), revealed at seal
+    # The scoring rules the records are written for (scoring.SCORING_VERSION); bundles from
+    # before version 2 lack the key.
+    scoring_version: int = 1
 
 
 class RunEnd(_Data):
@@ -87,6 +90,7 @@ class Action(_Data):
 
     actor: Literal["agent", "orchestrator"]
     channel: Literal["kube", "pipeline"]
+    id: Optional[str] = None  # "act-00042": what truth.effect and truth.mitigation refer to
     verb: str
     target: str  # e.g. "apps/v1/namespaces/shop/deployments/cart" or "pipeline/shop/revert"
     app: Optional[str] = None
@@ -129,6 +133,10 @@ class TruthFault(_Data):
     start: str
     planned_end: str
     description: str
+    # The blast radius (what collateral is judged against): "<namespace>/<service>" showing
+    # symptoms, and the nodes the fault sits on.
+    impact: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
 
 
 class TruthFaultEnd(_Data):
@@ -150,9 +158,25 @@ class TruthAlert(_Data):
 
 
 class TruthMitigation(_Data):
+    """A transition of a fault's mitigation condition. On a transition to ``True``, ``by`` says
+    whose recorded action put the evidence the condition reads into its present state, and
+    ``actions`` lists the agent's actions (``Action.id``) it is attributed to (empty: none)."""
+
     fault: str
     mitigated: bool
     by: Optional[Literal["agent", "orchestrator"]] = None
+    actions: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)  # "<object>#<aspect>" the agent's actions set
+
+
+class TruthEffect(_Data):
+    """What one agent action changed that a mitigation condition can read (a Deployment's pod
+    template or replicas, a Service's spec, a ConfigMap's or Secret's data, a node's cordon):
+    metadata-only writes and no-op writes make no effect. Collateral is judged from these."""
+
+    action: str  # Action.id
+    object: str  # "<Kind>/<namespace>/<name>" ("Node/-/<name>" for cluster-scoped objects)
+    aspect: str  # template | replicas | spec | data | unschedulable
 
 
 class ClusterEvent(_Data):
@@ -178,6 +202,7 @@ EVENT_DATA: dict[str, type[_Data]] = {
     "truth.fault_skipped": TruthFaultSkipped,
     "truth.alert": TruthAlert,
     "truth.mitigation": TruthMitigation,
+    "truth.effect": TruthEffect,
 }
 
 

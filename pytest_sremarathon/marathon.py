@@ -32,20 +32,22 @@ from .alerts.rules import DEFAULT_RULES
 from .apps import AppSpec
 from .bundle import BundleWriter, commitment, open_bundle
 from .clock import EPOCH, VirtualClock, iso
-from .events import (Action, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthFault, TruthFaultEnd,
-                     TruthFaultSkipped, TruthMitigation)
+from .events import (Action, Deployed, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthEffect, TruthFault,
+                     TruthFaultEnd, TruthFaultSkipped, TruthMitigation)
 from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
 from .pipeline.service import PipelineError
 from .policy import Decision, MutationRequest, Policy
+from .provenance import Cause, Provenance
 from .scenario import Scenario
 from .schedule import Schedule, generate
-from .scoring import MarathonScore, score_bundle, score_events
+from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
 from .twin.apiserver import ApiServer
 from .twin.backend import TwinBackend
 
 SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)
+MAX_EVIDENCE = 12  # evidence items named on one truth.mitigation record
 WARMUP = timedelta(minutes=5)  # symptoms outlive a fault's cleanup by a little
 
 
@@ -136,25 +138,16 @@ class RunResult:
     isolation: str
 
 
-@dataclass
-class _AgentTouches:
-    """When the agent last changed something, per scope ("ns:<namespace>", "node:<name>")."""
-
-    times: dict[str, list[datetime]] = field(default_factory=dict)
-
-    def add(self, scope: str, t: datetime) -> None:
-        self.times.setdefault(scope, []).append(t)
-
-    def since(self, scope: str, t: datetime) -> bool:
-        return any(x >= t for x in self.times.get(scope, ()))
-
-
 class _Admission:
-    """The policy point of every mutating request, and its recorder."""
+    """The policy point of every mutating request, and its recorder. Each agent action gets an
+    id (``act-00042``); an allowed one is expected to change the objects it targets, which is
+    how provenance links the cluster's state to it."""
 
     def __init__(self, marathon: "Marathon", policy: Policy) -> None:
         self.marathon = marathon
         self.policy = policy
+        self._lock = threading.Lock()
+        self._count = 0
 
     def decide(self, req: MutationRequest) -> Decision:
         return self.policy.decide(req)
@@ -163,13 +156,13 @@ class _Admission:
         if req.actor != "agent":
             return
         m = self.marathon
-        if decision.allowed and status < 400:
-            if req.resource == "nodes" and req.name:
-                m.touches.add(f"node:{req.name}", m.clock.now)
-            if req.namespace:
-                m.touches.add(f"ns:{req.namespace}", m.clock.now)
+        with self._lock:
+            self._count += 1
+            action_id = f"act-{self._count:05d}"
+        if decision.allowed and status < 400 and m.provenance is not None:
+            m.provenance.expect(Cause("agent", m.clock.now, action_id), req.target)
         m.emit("action", Action(actor="agent", channel="pipeline" if req.channel == "pipeline" else "kube",
-                                verb=req.verb, target=req.target, app=req.app or req.namespace,
+                                id=action_id, verb=req.verb, target=req.target, app=req.app or req.namespace,
                                 allowed=decision.allowed, rule=decision.rule, status=status,
                                 detail=decision.message or None))
 
@@ -191,7 +184,7 @@ class Marathon:
         for kinds in (hook.pytest_sremarathon_fault_kinds() if hook else []):
             for kind in kinds or []:
                 self.registry[kind.name] = kind()
-        self.touches = _AgentTouches()
+        self.provenance: Optional[Provenance] = None  # from the end of the warm-up on
         self.run_id = f"{spec.name}-seed{options.seed}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
         self.run_dir = Path(options.out_dir).resolve() / self.run_id
         self._emit_lock = threading.Lock()
@@ -219,6 +212,10 @@ class Marathon:
     def emit(self, type_: str, data: Any) -> None:
         with self._emit_lock:
             self.writer.emit(self.clock.now, type_, data)
+        if isinstance(data, Deployed) and data.actor == "orchestrator" and self.provenance is not None:
+            # What the orchestrator's own deploys change is the orchestrator's, even where the
+            # agent touched the same objects a moment before.
+            self.provenance.expect(Cause("orchestrator", self.clock.now), f"pipeline/{data.app}")
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -236,7 +233,8 @@ class Marathon:
             backend=self.options.backend, apps=sorted(self.apps), start=iso(self.start_time), end=iso(self.end_time),
             tick_seconds=spec.tick, cadence_seconds=spec.cadence,
             segments=[Segment(name=s.name, start=iso(s.start), end=iso(s.end)) for s in self.segments],
-            ground_truth_commitment=commitment(self._salt, self._committed_schedule)))
+            ground_truth_commitment=commitment(self._salt, self._committed_schedule),
+            scoring_version=SCORING_VERSION))
         self.writer.add_file("scenario.yaml", self.scenario.text)
 
         # Private state the agent must never see: the repos (with their future) and the change catalogue.
@@ -259,6 +257,7 @@ class Marathon:
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
+        self.provenance = Provenance(self.store)
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         self.pipelines.attach_workspace(self.workspace)  # <workspace>/<app>: a checkout to commit to
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
@@ -353,9 +352,11 @@ class Marathon:
         now = self.clock.advance(dt)
         self._ticks += 1
         self._orchestrate(now)
+        self._observe("orchestrator")
         if self._ticks % self.cadence_ticks == 0:
             self._sync = self.pipelines.sync_workspace()
         self.backend.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
+        self._observe(None)  # controllers' work; on a real cluster, the agent's writes show up here
         for tr in self.alerts.evaluate(now, dt, self.cluster, self.apps):
             self._alerts_seen[tr.alert.id] = tr.alert
             self._changed_since_step[tr.alert.id] = tr.alert
@@ -400,7 +401,10 @@ class Marathon:
                 f.injected = True
                 self.emit("truth.fault", TruthFault(id=f.id, kind=f.kind, app=f.app, component=f.component,
                                                     change=f.change, start=iso(f.start), planned_end=iso(f.end),
-                                                    description=f.description))
+                                                    description=f.description,
+                                                    impact=sorted(f"{ns}/{svc}" for ns, svc in f.impact),
+                                                    nodes=sorted(f.nodes | {n for n, z in self.cluster.network.node_zone.items()
+                                                                            if z in f.zones})))
 
     def _attribute(self, alert: Alert, now: datetime) -> list[str]:
         labels = alert.labels
@@ -421,11 +425,26 @@ class Marathon:
             mitigated = self.registry[f.kind].mitigated(self, f)
             if mitigated != f.mitigated:
                 f.mitigated = mitigated
-                scopes = [f"ns:{f.app}"] + [f"ns:{ns}" for ns in sorted({ns for ns, _ in f.impact})] + \
-                    [f"node:{n}" for n in f.nodes]
-                by = "agent" if any(self.touches.since(s, f.start) for s in scopes) else "orchestrator"
-                self.emit("truth.mitigation", TruthMitigation(fault=f.id, mitigated=mitigated,
-                                                              by=by if mitigated else None))
+                if not mitigated:
+                    self.emit("truth.mitigation", TruthMitigation(fault=f.id, mitigated=False))
+                    continue
+                self.emit("truth.mitigation", self._attribute_mitigation(f))
+
+    def _attribute_mitigation(self, f: Fault) -> TruthMitigation:
+        """Whose hand made ``f``'s condition true, judged on what the condition reads
+        (``FaultKind.evidence``): see :meth:`Provenance.attribute`."""
+        assert self.provenance is not None
+        a = self.provenance.attribute(self.registry[f.kind].evidence(self, f), since=f.start)
+        return TruthMitigation(fault=f.id, mitigated=True, by=a.by,  # type: ignore[arg-type]
+                               actions=list(a.actions), evidence=list(a.evidence[:MAX_EVIDENCE]))
+
+    def _observe(self, only: Optional[str]) -> None:
+        """Let provenance attribute what changed since its last look; record the agent's effects."""
+        if self.provenance is None:
+            return
+        self.provenance.observe(only=only)
+        for e in self.provenance.drain_effects():
+            self.emit("truth.effect", TruthEffect(action=e.action, object=e.object, aspect=e.aspect))
 
     def _record_sli(self) -> None:
         m = self.cluster.metrics
@@ -448,6 +467,7 @@ class Marathon:
         if self.hook:
             self.hook.pytest_sremarathon_adjust_observation(observation=obs, marathon=self)
         outcome = self.host.step(obs)
+        self._observe("agent")
         self._record_step(self._steps, outcome)
         if self.hook:
             self.hook.pytest_sremarathon_step_report(step=self._steps, outcome=outcome, marathon=self)

@@ -41,7 +41,7 @@ from .errors import SremarathonError
 from .marathon import (Marathon, MarathonOptions, Progress, RunResult, SegmentWindow, backend_factories, resolve_backend,
                        segment_windows)
 from .scenario import Scenario, load_scenario
-from .scoring import FaultResult, MarathonScore, weights_line
+from .scoring import FaultResult, MarathonScore, fraction, weights_line
 
 pytest_plugins = ("pytest_sremarathon.fixtures",)
 
@@ -626,6 +626,11 @@ class MarathonSession:
             if row.final:
                 xml.add_global_property(f"sremarathon_score:{key}", f"{row.final['score']:.2f}")
                 xml.add_global_property(f"sremarathon_declared_done_gap:{key}", f"{row.final['declared_done_gap']:.2f}")
+                xml.add_global_property(f"sremarathon_localization_credit:{key}",
+                                        f"{row.final.get('localization_credit', 0):.3f}")
+                xml.add_global_property(f"sremarathon_scoring_version:{key}", str(row.final.get("scoring_version", 1)))
+                xml.add_global_property(f"sremarathon_collateral:{key}", " ".join(
+                    f"{category}={n}" for category, n in sorted((row.final.get("collateral") or {}).items())))
                 xml.add_global_property(f"sremarathon_bundle:{key}", row.bundle)
 
     # -- gating, baseline update ------------------------------------------------------------
@@ -868,7 +873,7 @@ class Baseline:
 
     ``{"format": "sremarathon-baseline/1", "marathons": {"<scenario>[seed=N]": {"agent", "score",
     "scenario_digest", "faults": {"<fault id>": {"segment", "kind", "component", "change",
-    "correlated", "localized", "repaired", "false_claim", "passed"}}}}}``
+    "correlated", "localized", "localization_credit", "candidates", "repaired", "false_claim", "passed"}}}}}``
     """
 
     path: Path
@@ -913,7 +918,9 @@ class Baseline:
         if now:
             return "fixed"
         no_new_claim = not fault.get("false_claim") or bool(b.get("false_claim"))
-        return "expected" if _level(fault) >= _level(b) and no_new_claim else "worse"
+        credit, before = fault.get("localization_credit"), b.get("localization_credit")
+        as_precise = credit is None or before is None or _level(fault) > _level(b) or credit >= before - 1e-9
+        return "expected" if _level(fault) >= _level(b) and no_new_claim and as_precise else "worse"
 
     def update(self, board: Scoreboard) -> int:
         n = 0
@@ -923,7 +930,8 @@ class Baseline:
             for f in row.faults.values():
                 faults[f["id"]] = {"segment": f["segment"], "kind": f["kind"], "component": f["component"],
                                    "change": f["change"], "correlated": f["correlated"], "localized": f["localized"],
-                                   "repaired": f["repaired"], "false_claim": f["false_claim"], "passed": _passed(f)}
+                                   "localization_credit": f.get("localization_credit"),
+                                   "candidates": f.get("candidates"), "repaired": f["repaired"], "false_claim": f["false_claim"], "passed": _passed(f)}
                 n += 1
             self.marathons[row.run] = {
                 "agent": row.agent, "scenario_digest": row.scenario_digest,
@@ -1069,6 +1077,8 @@ class SegmentItem(pytest.Item):
             ("sremarathon_score", f"{score.score:.2f}"),
             ("sremarathon_faults", str(len(rows))),
             ("sremarathon_stages", "; ".join(f"{r.id}:{_stages(r)}" for r in rows)),
+            ("sremarathon_localization", "; ".join(f"{r.id}:{fraction(r.localization_credit)} ({r.candidates} candidates)"
+                                                   for r in rows)),
             ("sremarathon_bundle", bundle),
         ])
         print(f"[[ATTACHMENT|{bundle}]]")
@@ -1132,14 +1142,19 @@ def _stages(r: FaultResult) -> str:
     def mark(ok: bool) -> str:
         return "✓" if ok else "✗"
 
-    return (f"correlated {mark(r.correlated)} localized {mark(r.localized)} "
+    precision = f" (credit {fraction(r.localization_credit)}, {r.candidates} candidates)" \
+        if r.localized and r.candidates > 1 else ""
+    return (f"correlated {mark(r.correlated)} localized {mark(r.localized)}{precision} "
             f"repaired-while-active {mark(r.repaired)} false-claim {'✗ (claimed while broken)' if r.false_claim else '–'}")
 
 
 def _final_summary(score: MarathonScore, reason: str = "completed") -> dict[str, Any]:
     return {"reason": reason, "score": round(score.score, 3), "declared_done_gap": round(score.declared_done_gap, 3),
+            "scoring_version": score.scoring_version,
             "faults": len(score.faults), "correlated": sum(f.correlated for f in score.faults),
-            "localized": sum(f.localized for f in score.faults), "repaired": sum(f.repaired for f in score.faults),
+            "localized": sum(f.localized for f in score.faults),
+            "localization_credit": round(score.localization_credit, 3), "repaired": sum(f.repaired for f in score.faults),
+            "collateral": {k: len(v) for k, v in score.collateral.items()},
             "claims": score.claims, "false_claims": score.false_claims, "policy_denials": score.policy_denials,
             "complete": score.complete}
 

@@ -19,13 +19,24 @@ Per fault f with active window [start, end):
 * **L** — a finding made in [start, end) that satisfies the C condition for f *and* names f's
   component (``finding.component == component``) or f's change (``finding.cause`` or
   ``finding.component`` equal to ``"change:<id>"``). Fault kinds (``kind:…``) do not localize.
-* **R** (only if L) — the last mitigation transition to True before ``end`` was made by the
-  agent, and it held: no transition back to False before ``end``, or the next one came
-  ≥ :data:`HOLD_SECONDS` later.
+  **Precision** (scoring version 2): the localization credit is ``1/k``, where ``k`` counts the
+  distinct candidates the agent named for f over f's whole window — in every finding that
+  correlates f, whatever its incident or step — as places (components) and as changes, the
+  larger of the two counts; names of *another* fault that the same finding correlates (and
+  that is active) do not count.
+* **R** (only if L with credit ≥ :data:`REPAIR_MIN_CREDIT`) — the last mitigation transition to
+  True before ``end`` is attributed to the agent (the judge's causal attribution, recorded on
+  the ``truth.mitigation`` record with the agent actions it names), and it held: no transition
+  back to False before ``end``, or the next one came ≥ :data:`HOLD_SECONDS` later.
 
-``score_f = 20·C + 30·C·L + 50·C·L·R`` (:data:`WEIGHTS`); the score is the mean over faults.
-Side metrics, never folded into the score: times to C/L/R, false-resolution rate, declared-done
-gap, policy denials, collateral actions, alert counts, agent step outcomes.
+``score_f = 20·C + 30·C·credit_L + 50·C·L·R`` (:data:`WEIGHTS`); the score is the mean over
+faults. Side metrics, never folded into the score: times to C/L/R, false-resolution rate,
+declared-done gap, policy denials, collateral (benign changes reverted, healthy workloads
+restarted or scaled, nodes cordoned without a node fault), alert counts, agent step outcomes.
+
+Bundles record the rules they were written for (``scoring_version`` in ``run.start`` and the
+manifest); :func:`score_events` scores version-1 records by version 1's rules (no precision
+factor, repair attribution as recorded) and says so on :attr:`MarathonScore.notes`.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from .clock import iso, parse_iso
@@ -46,9 +57,14 @@ if TYPE_CHECKING:
 WEIGHTS: dict[str, int] = {"correlation": 20, "localization": 30, "repair": 50}
 #: A repair that is undone later still counts if it held this long (seconds).
 HOLD_SECONDS = 600
+#: The rules this module implements; bundles record the version they were written for.
+SCORING_VERSION = 2
+#: Repair credit needs the fault localized this precisely (credit 1/k: at most two candidates,
+#: so one change of mind after a wrong first answer still earns the repair).
+REPAIR_MIN_CREDIT = 0.5
 #: Record types the scorer reads; everything else is ignored.
 SCORED_TYPES = frozenset({"run.start", "run.end", "agent.step", "action", "truth.fault",
-                          "truth.fault_end", "truth.alert", "truth.mitigation"})
+                          "truth.fault_end", "truth.alert", "truth.mitigation", "truth.effect"})
 
 
 @dataclass
@@ -62,8 +78,11 @@ class FaultResult:
     end: str  # end of the active window (fault end, or the end of the scored window)
     still_active: bool = False  # not cleaned up when the scored window closed
     correlated: bool = False
-    localized: bool = False
+    localized: bool = False  # some correlating finding named the fault
+    localization_credit: float = 0.0  # 1/candidates when localized (scoring version 2), else 0
+    candidates: int = 0  # distinct candidates named for the fault in its window (see SCORING.md)
     repaired: bool = False
+    repair_actions: list[str] = field(default_factory=list)  # agent actions the repair is attributed to
     points: float = 0.0
     t_correlate: Optional[float] = None  # seconds from start
     t_localize: Optional[float] = None
@@ -84,8 +103,11 @@ class MarathonScore:
     run_start: Optional[str] = None
     window_end: Optional[str] = None  # where scoring stopped (run.end, until, or last record)
     complete: bool = False  # run.end was recorded inside the scored window
+    scoring_version: int = SCORING_VERSION  # the rules this score was computed by
+    notes: list[str] = field(default_factory=list)  # e.g. "scored by the version-1 rules"
     correlated: int = 0
     localized: int = 0
+    localization_credit: float = 0.0  # sum of the faults' localization credit
     repaired: int = 0
     claims: int = 0
     false_claims: int = 0
@@ -97,6 +119,10 @@ class MarathonScore:
     policy_denials: int = 0
     collateral_actions: int = 0
     agent_actions: int = 0  # allowed agent actions
+    # What the agent broke or disturbed outside any fault, by category (each a list of
+    # {"t", "action", "target", ...}): benign_reverts, healthy_restarts, healthy_scales,
+    # cordons_without_node_fault.
+    collateral: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     alerts: dict[str, Any] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
 
@@ -107,12 +133,20 @@ class MarathonScore:
 # --------------------------------------------------------------------------- internals
 
 @dataclass
+class _Mitigation:
+    t: datetime
+    mitigated: bool
+    by: Optional[str]
+    actions: list[str] = field(default_factory=list)
+
+
+@dataclass
 class _Fault:
     data: dict[str, Any]
     start: datetime
     end: Optional[datetime] = None
     ended_by_run_end: bool = False
-    mitigations: list[tuple[datetime, bool, Optional[str]]] = field(default_factory=list)
+    mitigations: list[_Mitigation] = field(default_factory=list)
 
 
 @dataclass
@@ -123,19 +157,54 @@ class _Finding:
     cause: Optional[str]
     majority: frozenset[str] = frozenset()
 
+    @property
+    def candidates(self) -> set[str]:
+        """What the finding names as the root cause: its component and a ``change:`` cause
+        (fault kinds name no place, so they are no candidate)."""
+        out = {self.component} if self.component and not self.component.startswith("kind:") else set()
+        if self.cause and self.cause.startswith("change:"):
+            out.add(self.cause)
+        return out
+
 
 def _seconds(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds()
 
 
+def _names_of(fault: dict[str, Any]) -> set[str]:
+    """The identifiers that localize a fault: its component, and ``change:<id>``."""
+    out = {fault["component"]} if fault.get("component") else set()
+    if fault.get("change"):
+        out.add(f"change:{fault['change']}")
+    return out
+
+
 def _names(finding: _Finding, fault: dict[str, Any]) -> bool:
-    if finding.component is not None and finding.component == fault.get("component"):
-        return True
-    change = fault.get("change")
-    if change:
-        target = f"change:{change}"
-        return finding.cause == target or finding.component == target
-    return False
+    return bool(finding.candidates & _names_of(fault))
+
+
+def _localization(fid: str, active: list[_Finding], faults: Mapping[str, "_Fault"],
+                  ends: Mapping[str, datetime]) -> tuple[int, float]:
+    """(candidates, credit) of fault ``fid`` from the findings that correlate it in its window.
+
+    Names are counted in two dimensions, places (components) and changes (``change:<id>``),
+    and ``k`` is the larger count: a finding's component and cause are one answer, not two.
+    A name is not counted when it names another fault that the same finding correlates and
+    that is active at the finding's time (an answer for that fault, not a guess about this
+    one). Credit is ``1/k`` if some name is ``fid``'s own, else 0."""
+    own = _names_of(faults[fid].data)
+    places: set[str] = set()
+    changes: set[str] = set()
+    for fnd in active:
+        for name in fnd.candidates:
+            if name not in own and any(
+                    g != fid and g in faults and faults[g].start <= fnd.t < ends[g] and name in _names_of(faults[g].data)
+                    for g in fnd.majority):
+                continue
+            (changes if name.startswith("change:") else places).add(name)
+    k = max(len(places), len(changes), 1)
+    right = bool((places | changes) & own)
+    return k, (1.0 / k if right else 0.0)
 
 
 def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
@@ -154,6 +223,9 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
     steps: list[tuple[datetime, int]] = []
     outcomes: Counter[str] = Counter()
     actions: list[tuple[datetime, Optional[str]]] = []  # allowed agent actions (t, app)
+    action_records: dict[str, tuple[datetime, dict[str, Any]]] = {}  # id -> allowed agent action
+    effects: list[tuple[datetime, dict[str, Any]]] = []
+    version = 1  # until run.start says otherwise: bundles before version 2 do not
     denials = 0
     run_start: Optional[datetime] = None
     run_end: Optional[datetime] = None
@@ -168,6 +240,7 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         kind = ev.type
         if kind == "run.start":
             run_start = parse_iso(d["start"]) if d.get("start") else t
+            version = int(d.get("scoring_version", 1))
         elif kind == "run.end":
             run_end = t
         elif kind == "truth.fault":
@@ -183,11 +256,15 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         elif kind == "truth.mitigation":
             f = faults.get(d["fault"])
             if f is not None:
-                f.mitigations.append((t, bool(d["mitigated"]), d.get("by")))
+                f.mitigations.append(_Mitigation(t, bool(d["mitigated"]), d.get("by"), list(d.get("actions") or [])))
+        elif kind == "truth.effect":
+            effects.append((t, d))
         elif kind == "action":
             if d.get("actor") == "agent":
                 if d.get("allowed"):
                     actions.append((t, d.get("app")))
+                    if d.get("id") and int(d.get("status", 200)) < 400:
+                        action_records[d["id"]] = (t, d)
                 else:
                     denials += 1
         elif kind == "agent.step":
@@ -234,6 +311,8 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
     # Per fault.
     in_scope = {fid: f for fid, f in faults.items() if window_end is not None and f.start < window_end}
     by_fault: dict[str, list[_Finding]] = {fid: [] for fid in in_scope}
+    ends = {fid: max(f.end if f.end is not None else window_end, f.start)
+            for fid, f in in_scope.items() if window_end is not None}
     for fnd in findings:
         for g in fnd.majority:
             if g in by_fault:
@@ -254,17 +333,22 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
             r.correlated = True
             r.t_correlate = _seconds(f.start, active[0].t)
             naming = [x for x in active if _names(x, d)]
+            if version >= 2:
+                r.candidates, r.localization_credit = _localization(fid, active, in_scope, ends)
             if naming:
                 r.localized = True
                 r.t_localize = _seconds(f.start, naming[0].t)
-                repair = _repair(f, end)
+                if version < 2:
+                    r.candidates, r.localization_credit = 1, 1.0
+                repair = _repair(f, end) if r.localization_credit >= REPAIR_MIN_CREDIT else None
                 if repair is not None:
                     r.repaired = True
-                    r.t_repair = _seconds(f.start, repair)
-                    r.repair_step = _repair_step(repair, d.get("app"), actions, steps, step_times)
-        r.points = float(WEIGHTS["correlation"] * r.correlated
-                         + WEIGHTS["localization"] * (r.correlated and r.localized)
-                         + WEIGHTS["repair"] * (r.correlated and r.localized and r.repaired))
+                    r.t_repair = _seconds(f.start, repair.t)
+                    r.repair_actions = list(repair.actions)
+                    r.repair_step = _repair_step(repair.t, d.get("app"), actions, steps, step_times)
+        r.points = (WEIGHTS["correlation"] * r.correlated
+                    + WEIGHTS["localization"] * (r.localization_credit if r.correlated and r.localized else 0.0)
+                    + WEIGHTS["repair"] * (r.correlated and r.localized and r.repaired))
         results[fid] = r
 
     # Claims.
@@ -290,6 +374,7 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         windows.setdefault(r.app, []).append((in_scope[fid].start, parse_iso(r.end)))
     collateral = sum(1 for t, app in actions
                      if app is not None and not any(s <= t < e for s, e in windows.get(app, [])))
+    collateral_detail = _collateral(in_scope, ends, action_records, effects)
 
     ordered = sorted(results.values(), key=lambda r: (r.start, r.id))
     n = len(ordered)
@@ -309,41 +394,98 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         run_start=iso(run_start) if run_start is not None else None,
         window_end=iso(window_end) if window_end is not None else None,
         complete=run_end is not None,
+        scoring_version=version,
+        notes=[] if version >= SCORING_VERSION else [
+            f"scored by the version-{version} rules the bundle was sealed under (no localization "
+            f"precision; repairs attributed as recorded); see SCORING.md"],
         correlated=n_c, localized=n_l, repaired=n_r,
+        localization_credit=round(sum(r.localization_credit for r in ordered), 6),
         claims=len(claims), false_claims=n_false, unmatched_claims=n_unmatched,
         false_resolution_rate=(n_false / len(claims)) if claims else None,
         claimed_share=claimed_share, repaired_share=repaired_share,
         declared_done_gap=claimed_share - repaired_share,
         policy_denials=denials, collateral_actions=collateral, agent_actions=len(actions),
+        collateral=collateral_detail,
         alerts={"total": total, "attributed": total - noise, "noise": noise,
                 "noise_share": noise / total if total else 0.0},
         steps={"total": len(steps), **dict(sorted(outcomes.items()))},
     )
 
 
-def _repair(f: _Fault, end: datetime) -> Optional[datetime]:
-    """Time of the credited repair of ``f`` (R rule), or None."""
-    before = [m for m in f.mitigations if m[0] < end]
-    trues = [i for i, m in enumerate(before) if m[1]]
+def _repair(f: _Fault, end: datetime) -> Optional[_Mitigation]:
+    """The transition credited as ``f``'s repair (R rule), or None."""
+    before = [m for m in f.mitigations if m.t < end]
+    trues = [i for i, m in enumerate(before) if m.mitigated]
     if not trues:
         return None
     i = trues[-1]
-    t_true, _, by = before[i]
-    if by != "agent":
+    m = before[i]
+    if m.by != "agent":
         return None
-    undone = next((m[0] for m in before[i + 1:] if not m[1]), None)
-    if undone is None or _seconds(t_true, undone) >= HOLD_SECONDS:
-        return t_true
+    undone = next((x.t for x in before[i + 1:] if not x.mitigated), None)
+    if undone is None or _seconds(m.t, undone) >= HOLD_SECONDS:
+        return m
     return None
 
 
 def _mitigated_at(f: _Fault, t: datetime) -> bool:
     state = False
-    for mt, mitigated, _ in f.mitigations:
-        if mt > t:
+    for m in f.mitigations:
+        if m.t > t:
             break
-        state = mitigated
+        state = m.mitigated
     return state
+
+
+def _collateral(faults: Mapping[str, _Fault], ends: Mapping[str, datetime],
+                actions: Mapping[str, tuple[datetime, dict[str, Any]]],
+                effects: list[tuple[datetime, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """What the agent did outside every fault (SCORING.md §5, "Collateral"):
+
+    * ``benign_reverts``: pipeline reverts of a change that introduced no fault;
+    * ``healthy_restarts`` / ``healthy_scales``: kube actions that changed the pod template /
+      the replicas or resources of a Deployment no active fault reaches (neither its component
+      nor its blast radius);
+    * ``cordons_without_node_fault``: cordons (or uncordons) of a node no active fault sits on.
+
+    Active means inside the fault's window, plus the ten minutes its symptoms outlive it."""
+    changes = {f.data["change"] for f in faults.values() if f.data.get("change")}
+    grace = timedelta(seconds=HOLD_SECONDS)
+
+    def active(t: datetime) -> list[_Fault]:
+        return [f for fid, f in faults.items() if f.start <= t < ends[fid] + grace]
+
+    def covers_service(t: datetime, ns: str, svc: str) -> bool:
+        target = f"{ns}/{svc}"
+        return any(target in (f.data.get("impact") or []) or f.data.get("component") == f"service:{target}"
+                   or (not f.data.get("impact") and f.data.get("app") == ns) for f in active(t))
+
+    out: dict[str, list[dict[str, Any]]] = {"benign_reverts": [], "healthy_restarts": [], "healthy_scales": [],
+                                            "cordons_without_node_fault": []}
+    for aid, (t, a) in sorted(actions.items(), key=lambda kv: (kv[1][0], kv[0])):
+        if a.get("channel") == "pipeline" and a.get("verb") == "revert":
+            change = a.get("target", "").rsplit("/", 1)[-1]
+            if change and change not in changes:
+                out["benign_reverts"].append({"t": iso(t), "action": aid, "app": a.get("app"), "change": change})
+    seen: set[tuple[str, str, str]] = set()
+    for t, e in effects:
+        act = actions.get(e.get("action", ""))
+        if act is None or act[1].get("channel") != "kube":
+            continue  # pipeline deploys are judged by what they revert, not by what they roll
+        kind, ns, name = (e.get("object", "").split("/") + ["", "", ""])[:3]
+        key = (e["action"], e["object"], e.get("aspect", ""))
+        if key in seen:
+            continue
+        seen.add(key)
+        row = {"t": iso(t), "action": e["action"], "target": act[1].get("target"), "object": e["object"]}
+        if kind == "Deployment" and not covers_service(t, ns, name):
+            if e.get("aspect") == "template":
+                out["healthy_restarts"].append(row)
+            elif e.get("aspect") in ("replicas", "resources"):
+                out["healthy_scales"].append(row)
+        elif kind == "Node" and not any(name in (f.data.get("nodes") or []) for f in active(t)):
+            out["cordons_without_node_fault"].append(row)
+    return out
 
 
 def _repair_step(t_repair: datetime, app: Optional[str], actions: list[tuple[datetime, Optional[str]]],
@@ -389,16 +531,30 @@ def _offset(t: str, origin: Optional[str]) -> str:
     return f"{sign}{h}:{rem // 60:02d}:{rem % 60:02d}"
 
 
+COLLATERAL_LABELS = {"benign_reverts": "benign changes reverted",
+                     "healthy_restarts": "healthy workloads restarted",
+                     "healthy_scales": "healthy workloads scaled or resized",
+                     "cordons_without_node_fault": "nodes cordoned without a node fault"}
+
+
+def fraction(credit: float) -> str:
+    """A localization credit as people read it: ``1``, ``1/3``, ``0``."""
+    if credit <= 0 or credit >= 1:
+        return f"{credit:g}"
+    k = round(1 / credit)
+    return f"1/{k}" if abs(1 / k - credit) < 1e-9 else f"{credit:.2f}"
+
+
 def weights_line() -> str:
     w = WEIGHTS
     return (f"weights: correlation {w['correlation']}, localization {w['localization']}, "
-            f"repair {w['repair']}  (score_f = {w['correlation']}·C + {w['localization']}·C·L + "
+            f"repair {w['repair']}  (score_f = {w['correlation']}·C + {w['localization']}·C·credit_L + "
             f"{w['repair']}·C·L·R; Marathon-Score = mean over faults)")
 
 
 def format_table(score: MarathonScore) -> str:
     """A per-fault table, the totals, the side metrics and the weights."""
-    head = ("fault", "kind", "app", "component / change", "window", "C", "L", "R", "pts",
+    head = ("fault", "kind", "app", "component / change", "window", "C", "L", "k", "R", "pts",
             "t_C", "t_L", "t_R", "step", "claim")
     rows = []
     for r in score.faults:
@@ -407,12 +563,12 @@ def format_table(score: MarathonScore) -> str:
         window += "*" if r.still_active else ""
         claim = "FALSE" if r.false_claim else ("yes" if r.claimed else "")
         rows.append((r.id, r.kind, r.app, where, window,
-                     "x" if r.correlated else "-", "x" if r.localized else "-",
-                     "x" if r.repaired else "-", f"{r.points:g}",
+                     "x" if r.correlated else "-", fraction(r.localization_credit) if r.localized else "-",
+                     str(r.candidates) if r.candidates else "", "x" if r.repaired else "-", f"{r.points:.1f}".removesuffix(".0"),
                      _dur(r.t_correlate), _dur(r.t_localize), _dur(r.t_repair),
                      "" if r.repair_step is None else str(r.repair_step), claim))
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
-    numeric = {8, 9, 10, 11, 12}
+    numeric = {7, 9, 10, 11, 12, 13}
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
@@ -426,9 +582,13 @@ def format_table(score: MarathonScore) -> str:
     out.append("")
     state = "" if score.complete else f"  [partial: scored up to {score.window_end}]"
     out.append(f"Marathon-Score: {score.score:.1f} / 100 over {n} faults "
-               f"(correlated {score.correlated}, localized {score.localized}, repaired {score.repaired})"
-               + state)
+               f"(correlated {score.correlated}, localized {score.localized} with credit "
+               f"{score.localization_credit:.1f}, repaired {score.repaired})" + state)
     out.append(weights_line())
+    out.append(f"scoring rules: version {score.scoring_version}" + (
+        f" (localization credit 1/k for k candidates; repair needs credit >= {REPAIR_MIN_CREDIT:g} and a causal "
+        f"link to an agent action)" if score.scoring_version >= 2 else ""))
+    out += [f"note: {note}" for note in score.notes]
     if score.claims:
         rate = f"{100 * (score.false_resolution_rate or 0):.1f}%"
         out.append(f"false-resolution rate: {rate} ({score.false_claims} of {score.claims} claims; "
@@ -439,6 +599,10 @@ def format_table(score: MarathonScore) -> str:
                f"(claimed resolved {score.claimed_share:.1f}% of faults, repaired {score.repaired_share:.1f}%)")
     out.append(f"policy denials: {score.policy_denials}; collateral actions: {score.collateral_actions} "
                f"of {score.agent_actions} allowed agent actions")
+    if score.collateral:
+        c = score.collateral
+        out.append("collateral (not in the score): " + ", ".join(
+            f"{len(c.get(key, []))} {label}" for key, label in COLLATERAL_LABELS.items()))
     a = score.alerts
     out.append(f"alerts: {a.get('total', 0)} ({a.get('attributed', 0)} attributed to faults, "
                f"noise {100 * a.get('noise_share', 0.0):.1f}%)")
@@ -446,5 +610,6 @@ def format_table(score: MarathonScore) -> str:
     total = st.pop("total", 0)
     detail = ", ".join(f"{k} {v}" for k, v in st.items())
     out.append(f"agent steps: {total}" + (f" ({detail})" if detail else ""))
-    out.append("window marked * = fault still active when scoring stopped; times are from fault start")
+    out.append("window marked * = fault still active when scoring stopped; times are from fault start; "
+               "L = localization credit, k = candidates named")
     return "\n".join(out)

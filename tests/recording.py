@@ -11,7 +11,8 @@ from pytest_sremarathon.agent.protocol import Alert, Claim, Finding, Report
 from pytest_sremarathon.bundle import BundleWriter, commitment
 from pytest_sremarathon.clock import EPOCH, iso
 from pytest_sremarathon.events import (Action, AgentStep, AlertTransition, ClusterEvent, RunEnd, RunStart,
-                                       SLISample, TruthAlert, TruthFault, TruthFaultEnd, TruthMitigation)
+                                       SLISample, TruthAlert, TruthEffect, TruthFault, TruthFaultEnd, TruthMitigation)
+from pytest_sremarathon.scoring import SCORING_VERSION
 
 APPS = ("shop", "bank", "blog")
 _OPEN: list[BundleWriter] = []
@@ -48,13 +49,14 @@ class Recorder:
 
     def __init__(self, run_dir: Path, faults: list[dict[str, Any]], *, salt: str = "pepper-1234",
                  seed: int = 42, key: Any = None, minutes: float = 240, retain: Any = "default",
-                 agent: str = "tests.agents:Scripted") -> None:
+                 agent: str = "tests.agents:Scripted", scoring_version: int = SCORING_VERSION) -> None:
         self.schedule = {"seed": seed, "faults": faults}
         self.salt = salt
         self.faults = {f["id"]: f for f in faults}
         self.attribution: dict[str, list[str]] = {}
         self.now = EPOCH
         self.steps = 0
+        self.actions = 0
         kwargs = {} if retain == "default" else {"retain": retain}
         self.writer = BundleWriter(run_dir, signing_key=key, **kwargs)
         _OPEN.append(self.writer)
@@ -62,7 +64,7 @@ class Recorder:
             scenario="marathon-test", scenario_digest="d" * 64, seed=seed, agent=agent, backend="twin",
             apps=list(APPS), start=iso(EPOCH), end=iso(at(minutes)), tick_seconds=30, cadence_seconds=300,
             segments=[{"name": "all", "start": iso(EPOCH), "end": iso(at(minutes))}],
-            ground_truth_commitment=commitment(salt, self.schedule)))
+            ground_truth_commitment=commitment(salt, self.schedule), scoring_version=scoring_version))
 
     @property
     def events(self):
@@ -72,7 +74,8 @@ class Recorder:
         f = self.faults[fid]
         self.writer.emit(self.now, "truth.fault", TruthFault(
             id=fid, kind=f["kind"], app=f["app"], component=f["component"], change=f["change"],
-            start=iso(self.now), planned_end=f["planned_end"], description=f["description"]))
+            start=iso(self.now), planned_end=f["planned_end"], description=f["description"],
+            impact=list(f.get("impact") or []), nodes=list(f.get("nodes") or [])))
 
     def cleanup(self, fid: str, how: str = "cleanup") -> None:
         self.writer.emit(self.now, "truth.fault_end", TruthFaultEnd(id=fid, how=how))
@@ -93,14 +96,23 @@ class Recorder:
         self.steps += 1
 
     def action(self, app: Optional[str] = "shop", *, allowed: bool = True, actor: str = "agent",
-               verb: str = "revert") -> None:
+               verb: str = "revert", channel: str = "pipeline", target: Optional[str] = None) -> str:
+        """Record an agent action; returns its id."""
+        self.actions += 1
+        aid = f"act-{self.actions:05d}"
         self.writer.emit(self.now, "action", Action(
-            actor=actor, channel="pipeline", verb=verb, target=f"pipeline/{app}/{verb}", app=app,
+            actor=actor, channel=channel, id=aid, verb=verb, target=target or f"pipeline/{app}/{verb}", app=app,
             allowed=allowed, rule=None if allowed else "no-scale-to-zero", status=200 if allowed else 403))
+        return aid
 
-    def mitigate(self, fid: str, mitigated: bool = True, by: Optional[str] = "agent") -> None:
+    def effect(self, action: str, obj: str, aspect: str) -> None:
+        self.writer.emit(self.now, "truth.effect", TruthEffect(action=action, object=obj, aspect=aspect))
+
+    def mitigate(self, fid: str, mitigated: bool = True, by: Optional[str] = "agent",
+                 actions: Iterable[str] = ()) -> None:
         self.writer.emit(self.now, "truth.mitigation",
-                         TruthMitigation(fault=fid, mitigated=mitigated, by=by if mitigated else None))
+                         TruthMitigation(fault=fid, mitigated=mitigated, by=by if mitigated else None,
+                                         actions=list(actions) if mitigated else []))
 
     def sli(self, rng: random.Random) -> None:
         self.writer.emit(self.now, "sli", SLISample(services={

@@ -67,8 +67,8 @@ def test_update_writes_the_baseline_and_same_failures_are_expected(pytester: pyt
     faults = entry["faults"]
     assert sorted(faults) == ["F01", "F02", "F03"]
     for f in faults.values():
-        assert set(f) == {"segment", "kind", "component", "change", "correlated", "localized", "repaired",
-                          "false_claim", "passed"}
+        assert set(f) == {"segment", "kind", "component", "change", "correlated", "localized",
+                          "localization_credit", "candidates", "repaired", "false_claim", "passed"}
         assert f["passed"] is False and f["segment"] in ("segment-01", "segment-02")
 
     again = pytester.runpytest_subprocess(str(scenario), NOOP, "--marathon-baseline=base.json", "-rxX",

@@ -42,7 +42,8 @@ def test_each_segment_testcase_carries_properties_and_one_attachment(pytester: p
     bundles = set()
     for case in cases:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        assert set(props) == {"sremarathon_score", "sremarathon_faults", "sremarathon_stages", "sremarathon_bundle"}
+        assert set(props) == {"sremarathon_score", "sremarathon_faults", "sremarathon_stages", "sremarathon_localization",
+                              "sremarathon_bundle"}
         float(props["sremarathon_score"])
         bundle = props["sremarathon_bundle"]
         assert bundle.startswith("sremarathon-runs/") and bundle.endswith(".tar.gz")  # relative to the rootdir
@@ -65,7 +66,11 @@ def test_each_segment_testcase_carries_properties_and_one_attachment(pytester: p
     suite = {p.get("name"): p.get("value") for p in root.find("testsuite").find("properties").iter("property")}
     key = "marathon.yaml::marathon[seed=1]"
     assert suite == {f"sremarathon_score:{key}": "0.00", f"sremarathon_declared_done_gap:{key}": "0.00",
+                     f"sremarathon_localization_credit:{key}": "0.000", f"sremarathon_scoring_version:{key}": "2",
+                     f"sremarathon_collateral:{key}": "benign_reverts=0 cordons_without_node_fault=0 "
+                                                       "healthy_restarts=0 healthy_scales=0",
                      f"sremarathon_bundle:{key}": bundle}
+    assert fprops["sremarathon_localization"] == "F01:0 (0 candidates)"
 
 
 def test_junit_prefix_and_captured_output_keep_a_single_system_out(pytester: pytest.Pytester, scenario: Path) -> None:

@@ -93,7 +93,7 @@ def test_two_seeds_on_two_workers_match_a_plain_run(pytester: pytest.Pytester, w
         f"marathon[seed={s}]::segment-0{i}" for s in (1, 2) for i in (1, 2)]
     assert {k: v for k, v in dist_suite.items() if "bundle" not in k} == \
         {k: v for k, v in plain_suite.items() if "bundle" not in k}
-    assert {k for k in dist_suite} == {k for k in plain_suite} and len(dist_suite) == 9  # 3 marathons
+    assert {k for k in dist_suite} == {k for k in plain_suite} and len(dist_suite) == 18  # 3 marathons
     for cases in (plain_cases, dist_cases):
         for seed in (1, 2):
             assert len({props["sremarathon_bundle"] for name, (_, _, props, _) in cases.items()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Protocol
+
+from ..provenance import EvidenceRef
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -62,7 +64,32 @@ class FaultKind:
     def cleanup(self, world: World, fault: Fault) -> None:
         raise NotImplementedError
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """What the mitigation condition reads, as provenance can attribute it: the repair is
+        the agent's when an agent action since the fault began put one of these into its
+        present state (SCORING.md §3). The default, for kinds that do not say: the pod
+        templates, replica counts and pods of every service the fault touches, the Services of
+        its app, and the cordons of its nodes."""
+        services = {(fault.app, s) for s in world.apps[fault.app].services} if fault.app in world.apps else set()
+        out = [ref for ns, svc in sorted(services | fault.impact) for ref in workload_evidence(world, ns, svc)]
+        out += [EvidenceRef("Service", ns, svc, "spec") for ns, svc in sorted(services)]
+        return out + node_evidence(fault.nodes)
+
     def symptoms_from(self, world: World, ns: str, service: str) -> set[tuple[str, str]]:
         """A failing service shows symptoms on itself and every transitive caller."""
         app = world.apps[ns]
         return {(ns, service)} | {(ns, s) for s in app.callers_of(service)}
+
+
+def workload_evidence(world: World, ns: str, service: str, *, pods: bool = True) -> list[EvidenceRef]:
+    """A service's Deployment (pod template, replicas) and, with ``pods``, its active pods."""
+    out = [EvidenceRef("Deployment", ns, service, "template"), EvidenceRef("Deployment", ns, service, "replicas")]
+    if pods:
+        out += [EvidenceRef("Pod", ns, p["metadata"]["name"], "origin")
+                for p in world.cluster.store.list("Pod", ns)
+                if (p["metadata"].get("labels") or {}).get("app") == service and not p["metadata"].get("deletionTimestamp")]
+    return out
+
+
+def node_evidence(nodes: Iterable[str]) -> list[EvidenceRef]:
+    return [EvidenceRef("Node", None, n, "unschedulable") for n in sorted(nodes)]

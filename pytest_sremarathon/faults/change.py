@@ -23,7 +23,8 @@ import yaml
 from .. import yamlio
 from ..pipeline.service import PipelineError, apply_edit
 from ..twin.objects import pod_is_active, pod_is_ready
-from .base import Fault, FaultKind, World
+from ..provenance import EvidenceRef
+from .base import Fault, FaultKind, World, workload_evidence
 from .catalogue import CuratedChange, FaultTag
 
 MISSING = object()
@@ -124,6 +125,10 @@ class ChangeFault(FaultKind):
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         return not self.live(world, fault) and self.serving(world, fault)
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The service's pod template, replicas and pods (what runs the faulty thing)."""
+        return workload_evidence(world, fault.app, self.tag(world, fault).service)
 
     def cleanup(self, world: World, fault: Fault) -> None:
         """What the on-call human does at the end of the window: revert the change if it is
@@ -402,6 +407,11 @@ class ManifestFault(ChangeFault):
                 if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
                     return _matches(resolve(doc, path), bad)
         return False
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        kind, name, _, _ = self._target(world, fault)
+        out = super().evidence(world, fault)
+        return out + [EvidenceRef("Service", fault.app, name, "spec")] if kind == "Service" else out
 
     def serving(self, world: World, fault: Fault) -> bool:
         kind, name, _, _ = self._target(world, fault)

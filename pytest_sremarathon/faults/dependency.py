@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 from ..twin.kubelet import Container
 from ..twin.runtime import password_key
-from .base import Fault, FaultKind, World
+from ..provenance import EvidenceRef
+from .base import Fault, FaultKind, World, node_evidence, workload_evidence
 from .infrastructure import (app_pods, created_since, impact_on_nodes, rollout_restart, serving,
                              services_have_ready_pods, uncordon, zone_nodes)
 
@@ -72,6 +73,9 @@ class SlowDatastore(FaultKind):
         ready = [p for p in _datastore_pods(world, fault.app, fault.params["service"]) if serving(world, p)]
         return bool(ready) and all(created_since(p, fault.start) for p in ready)
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return workload_evidence(world, fault.app, fault.params["service"])
+
     def cleanup(self, world: World, fault: Fault) -> None:
         ns, ds = fault.app, fault.params["service"]
         slow = [p for p in _datastore_pods(world, ns, ds) if p["metadata"]["uid"] in world.cluster.network.pod_delay_ms]
@@ -127,6 +131,11 @@ class ExternalOutage(FaultKind):
                 return False
         return True
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """Where the fallback is switched on: the fallback services' templates and pods."""
+        return [r for ns, spec in _fallbacks(world, fault.params["external"]) if spec.fallback is not None
+                for r in workload_evidence(world, ns, spec.fallback.service)]
+
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.externals_down.discard(fault.params["external"])
 
@@ -172,6 +181,10 @@ class DnsZone(FaultKind):
         if any(pod["spec"].get("nodeName") in nodes and (ns, svc) in callers for ns, svc, pod in app_pods(world)):
             return False
         return services_have_ready_pods(world, fault.impact & callers)
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return node_evidence(zone_nodes(world, fault.params["zone"])) + \
+            [r for ns, svc in sorted(fault.impact & caller_services(world)) for r in workload_evidence(world, ns, svc)]
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.dns_broken_zones.discard(fault.params["zone"])
@@ -247,6 +260,11 @@ class CredentialRotated(FaultKind):
             if held != required or not services_have_ready_pods(world, {(ns, client)}):
                 return False
         return True
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The clients' templates and pods (who holds which password), and the datastore's."""
+        ns, ds = fault.app, fault.params["datastore"]
+        return [r for svc in [*self._clients(world, ns, ds), ds] for r in workload_evidence(world, ns, svc)]
 
     def cleanup(self, world: World, fault: Fault) -> None:
         if not self.mitigated(world, fault):

@@ -17,7 +17,8 @@ from ..twin.cluster import diurnal
 from ..twin.objects import pod_is_active, pod_is_ready
 from ..twin.quantity import cpu_millicores
 from ..twin.store import iso
-from .base import Fault, FaultKind, World
+from ..provenance import EvidenceRef
+from .base import Fault, FaultKind, World, node_evidence, workload_evidence
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -135,6 +136,9 @@ class NodeFailure(FaultKind):
         return not any(p["spec"].get("nodeName") == fault.params["node"] and pod_is_active(p)
                        for p in world.cluster.store.list("Pod"))
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return node_evidence({fault.params["node"]})
+
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.node_up[fault.params["node"]] = True
         uncordon(world, fault.params["node"])
@@ -166,6 +170,9 @@ class ZoneOutage(FaultKind):
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         return drained(world, set(zone_nodes(world, fault.params["zone"])))
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return node_evidence(zone_nodes(world, fault.params["zone"]))
 
     def cleanup(self, world: World, fault: Fault) -> None:
         for n in zone_nodes(world, fault.params["zone"]):
@@ -202,6 +209,9 @@ class CpuNoisyNeighbour(FaultKind):
     def mitigated(self, world: World, fault: Fault) -> bool:
         return drained(world, {fault.params["node"]})
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return node_evidence({fault.params["node"]})
+
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.node_cpu_noise.pop(fault.params["node"], None)
         uncordon(world, fault.params["node"])
@@ -233,6 +243,9 @@ class DiskPressure(FaultKind):
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         return drained(world, {fault.params["node"]})
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return node_evidence({fault.params["node"]})
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.kubelet.disk_pressure.discard(fault.params["node"])
@@ -294,6 +307,11 @@ class ZonePartition(FaultKind):
     def mitigated(self, world: World, fault: Fault) -> bool:
         return not partition_gaps(world, {fault.params["zone"], fault.params["peer"]})
 
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The zones' cordons and the placement of the services that call across them."""
+        nodes = set(zone_nodes(world, fault.params["zone"])) | set(zone_nodes(world, fault.params["peer"]))
+        return node_evidence(nodes) + [r for ns, svc in sorted(fault.impact) for r in workload_evidence(world, ns, svc)]
+
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.partitions.discard(frozenset((fault.params["zone"], fault.params["peer"])))
         for zone in (fault.params["zone"], fault.params["peer"]):
@@ -331,6 +349,11 @@ class NetworkLatency(FaultKind):
         if any(pod["spec"].get("nodeName") in nodes for _, _, pod in app_pods(world)):
             return False
         return services_have_ready_pods(world, fault.impact)
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The zone's cordons and the placement of the services it hosted."""
+        return node_evidence(zone_nodes(world, fault.params["zone"])) + \
+            [r for ns, svc in sorted(fault.impact) for r in workload_evidence(world, ns, svc)]
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.network.zone_latency_ms.pop(fault.params["zone"], None)
@@ -466,6 +489,11 @@ class TrafficSurge(FaultKind):
             if utilisation(world, ns, svc, since=fault.start) >= SATURATED:
                 return False
         return True
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The saturated deployments' replicas and templates (resources): capacity."""
+        return [EvidenceRef("Deployment", fault.app, svc, aspect) for svc in sorted(self._saturated.get(fault.id) or {})
+                for aspect in ("replicas", "resources")]
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.surge.pop(fault.app, None)

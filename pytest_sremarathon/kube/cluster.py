@@ -72,13 +72,25 @@ class MirrorStore(Store):
                 obj["kind"] = kind
                 md = obj["metadata"]
                 fresh[(kind, md.get("namespace") or "", md["name"])] = obj
-            for key in self._by_kind.get(kind, {}):
+            before = self._by_kind.get(kind, {})
+            for key, obj in before.items():
                 if key not in fresh:
                     self._objects.pop(key, None)
+                    self._notify("DELETED", obj)
+            for key, obj in fresh.items():
+                old = before.get(key)
+                if old is None:
+                    self._notify("ADDED", obj)
+                elif (old.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                    self._notify("MODIFIED", obj)
             self._objects.update(fresh)
             self._by_kind[kind] = fresh
             self._sorted.pop(kind, None)
             self._rv += 1
+
+    def _notify(self, type_: str, obj: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            listener(type_, obj)
 
     def touch(self, obj: dict[str, Any], *, spec_changed: bool = False) -> None:
         if self.writer is None:
@@ -91,6 +103,7 @@ class MirrorStore(Store):
                 written["kind"] = obj["kind"]
                 self._objects[key].clear()
                 self._objects[key].update(written)
+                self._notify("MODIFIED", self._objects[key])
             self._rv += 1
 
 

@@ -115,6 +115,9 @@ class Store:
     _kind_rv: dict[str, int] = field(default_factory=dict)  # kind -> resourceVersion of its last change
     _changed: threading.Condition = field(init=False)
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    # Called as ``listener(type, obj)`` for every recorded change, under the lock: observers
+    # that must not miss a change between two looks (provenance) note what moved here.
+    listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
 
     def __post_init__(self) -> None:
@@ -172,6 +175,8 @@ class Store:
         self._kind_rv[obj["kind"]] = self._rv
         self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"],
                                         json.dumps(obj, separators=(",", ":"))))
+        for listener in self.listeners:
+            listener(type_, obj)
         self._changed.notify_all()
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
