@@ -202,7 +202,7 @@ def _localization(fid: str, active: list[_Finding], faults: Mapping[str, "_Fault
                     for g in fnd.majority):
                 continue
             (changes if name.startswith("change:") else places).add(name)
-    k = max(len(places), len(changes), 1)
+    k = max(len(places), len(changes))
     right = bool((places | changes) & own)
     return k, (1.0 / k if right else 0.0)
 

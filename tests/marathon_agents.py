@@ -64,3 +64,38 @@ class GroundTruthSnoop:
         # The run in progress writes as we look: if it were visible it would be the newest.
         found.sort(key=lambda p: (not p.startswith(("/proc", "own")), age(p)))
         return Report(notes="FOUND:" + "|".join(found[:100]))
+
+
+class KubectlTouches:
+    """At its first step, one real ``kubectl`` command of each kind an agent uses, in order:
+    metadata-only writes and a no-op spec field first, then writes that change what mitigation
+    conditions read (tests/test_provenance.py checks which of them made a ``truth.effect``)."""
+
+    COMMANDS = [
+        ["annotate", "deployment/cart", "-n", "shop", "sremarathon.test/touched=1"],      # metadata only
+        ["label", "node", "{node}", "sremarathon.test/touched=1"],                       # metadata only
+        ["patch", "deployment/cart", "-n", "shop", "--type", "merge",
+         "-p", '{"spec":{"revisionHistoryLimit":9}}'],                                    # read by no condition
+        ["rollout", "restart", "deployment/cart", "-n", "shop"],                          # template
+        ["scale", "deployment/frontend", "-n", "shop", "--replicas=4"],                  # replicas
+        ["scale", "deployment/ad", "-n", "shop", "--replicas=2"],                        # the same count: no-op
+        ["set", "env", "deployment/payment", "-n", "shop", "SREMARATHON_TEST=1"],         # template
+        ["cordon", "{node}"],                                                             # unschedulable
+    ]
+
+    def step(self, obs):
+        import shutil
+        import subprocess
+
+        if obs.step != 1:
+            return Report()
+        kubectl = shutil.which("kubectl") or "kubectl"
+        base = [kubectl, "--kubeconfig", str(obs.kubeconfig)]
+        node = subprocess.run(base + ["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        results = []
+        for cmd in self.COMMANDS:
+            proc = subprocess.run(base + [part.replace("{node}", node) for part in cmd], capture_output=True,
+                                  text=True, timeout=60)
+            results.append(f"{proc.returncode}:{proc.stderr.strip()[:200]}")
+        return Report(notes="|".join(results))

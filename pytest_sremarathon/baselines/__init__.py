@@ -17,6 +17,24 @@ Run any of them with ``--agent=pytest_sremarathon.baselines:<Name>``:
                      endpoint: ``kubectl``, the pipeline, findings and claims as tools
 ==================  ==========================================================================
 
+Adversarial baselines (:mod:`pytest_sremarathon.baselines.adversarial`), agents that try to
+game the score without diagnosing or repairing; the test suite bounds what each earns:
+
+======================  ======================================================================
+``SprayComponents``      one finding per candidate component (every deployment of the app,
+                         every node, every zone) for each alerting service; no actions
+``SprayChanges``         one finding per pipeline change of the app in the last 3 virtual
+                         hours (``cause="change:<id>"``); no actions
+``RotateCandidates``     one finding per alerting service per step, naming a different
+                         candidate component each step; no actions
+``TouchWithoutFixing``   the component spray, plus metadata-only patches (an annotation, a
+                         label) on every Deployment and Node each step; repairs nothing
+``SprayAlerts``          correlation gaming: one finding with every alert id seen, plus one per
+                         firing alert padded with 5 random other alert ids
+``RestartEverything``    ``rollout restart`` of every Deployment in every alerting namespace
+                         each step, and every incident claimed resolved
+======================  ======================================================================
+
 They use nothing but the public contract (:mod:`pytest_sremarathon.agent.protocol`) and the
 Kubernetes API through the official ``kubernetes`` client (or the real ``kubectl``), exactly
 like a third-party agent: no private import of the marathon's internals. Each keeps its state
@@ -53,7 +71,10 @@ from pytest_sremarathon.agent.protocol import (
     ServiceError,
 )
 
-__all__ = ["NoopAgent", "RollbackAgent", "RestartAgent", "ClaimEverything", "HeuristicSRE", "LLMAgent"]
+__all__ = ["NoopAgent", "RollbackAgent", "RestartAgent", "ClaimEverything", "HeuristicSRE", "LLMAgent",
+           # adversarial baselines (pytest_sremarathon.baselines.adversarial, re-exported at the end)
+           "SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing", "SprayAlerts",
+           "RestartEverything"]
 
 
 class NoopAgent:
@@ -2227,3 +2248,17 @@ class LLMAgent:
 def _brief(value: Any, n: int = 100) -> str:
     text = " ".join(str(value or "").split())
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# =============================================================================================
+# Adversarial baselines (their own module; re-exported so ``baselines:<Name>`` loads them)
+# =============================================================================================
+
+from pytest_sremarathon.baselines.adversarial import (  # noqa: E402  (needs the helpers above)
+    RestartEverything,
+    RotateCandidates,
+    SprayAlerts,
+    SprayChanges,
+    SprayComponents,
+    TouchWithoutFixing,
+)
