@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 from . import __version__
 from .bundle import Bundle, BundleError, ground_truth_attribution, open_bundle, verify
 from .clock import parse_iso
-from .scoring import WEIGHTS, FaultResult, MarathonScore, score_bundle
+from .scoring import COLLATERAL_LABELS, REPAIR_MIN_CREDIT, WEIGHTS, FaultResult, MarathonScore, fraction, score_bundle
 
 __all__ = ["ReportData", "collect", "render", "write_report", "add_parser", "cmd_report"]
 
@@ -67,7 +67,8 @@ class FaultDetail:
     description: str = ""
     alerts: list[dict[str, Any]] = field(default_factory=list)  # attributed alerts
     findings: list[dict[str, Any]] = field(default_factory=list)  # findings carrying its alerts
-    mitigations: list[tuple[str, bool, Optional[str]]] = field(default_factory=list)
+    # (time, mitigated, by, [the agent actions it is attributed to, as "act-… verb target"], evidence)
+    mitigations: list[tuple[str, bool, Optional[str], list[str], list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -112,7 +113,8 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
     alerts: dict[str, dict[str, Any]] = {}
     fired_at: dict[str, str] = {}
     descriptions: dict[str, str] = {}
-    mitigations: dict[str, list[tuple[str, bool, Optional[str]]]] = {}
+    mitigations: dict[str, list[tuple[str, bool, Optional[str], list[str], list[str]]]] = {}
+    described: dict[str, str] = {}  # agent action id -> "act-… verb target"
     actions: list[ActionMark] = []
     claims: list[ClaimMark] = []
     findings_by_alert: dict[str, list[dict[str, Any]]] = {}
@@ -127,8 +129,11 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
         elif e.type == "truth.fault":
             descriptions[d["id"]] = d.get("description", "")
         elif e.type == "truth.mitigation":
-            mitigations.setdefault(d["fault"], []).append((e.t, bool(d["mitigated"]), d.get("by")))
+            mitigations.setdefault(d["fault"], []).append((e.t, bool(d["mitigated"]), d.get("by"),
+                                                           list(d.get("actions") or []), list(d.get("evidence") or [])))
         elif e.type == "action" and d.get("actor") == "agent":
+            if d.get("id"):
+                described[d["id"]] = f"{d['id']} {d.get('verb', '')} {d.get('target', '')}"
             actions.append(ActionMark(e.t, d.get("verb", ""), d.get("target", ""), d.get("app"),
                                       bool(d.get("allowed")), d.get("rule"), int(d.get("status") or 0)))
         elif e.type == "agent.step":
@@ -154,6 +159,8 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
             r = by_id.get(fid)
             if r is not None and r.false_claim and r.start <= c.t < r.end and not _mitigated_at(mitigations.get(fid, []), c.t):
                 c.false = True
+    for fid, transitions in mitigations.items():
+        mitigations[fid] = [(t, m, by, [described.get(a, a) for a in acts], ev) for t, m, by, acts, ev in transitions]
     details = []
     for r in score.faults:
         fa = sorted((a for a, owners in attribution.items() if r.id in owners and a in alerts),
@@ -189,9 +196,9 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
                       end_reason=end_reason)
 
 
-def _mitigated_at(transitions: list[tuple[str, bool, Optional[str]]], t: str) -> bool:
+def _mitigated_at(transitions: list[tuple[str, bool, Optional[str], list[str], list[str]]], t: str) -> bool:
     state = False
-    for mt, mitigated, _ in transitions:
+    for mt, mitigated, *_ in transitions:
         if mt > t:
             break
         state = mitigated
@@ -354,7 +361,7 @@ def _score_section(data: ReportData) -> str:
     n = len(s.faults) or 1
     w = s.weights or WEIGHTS
     pts = {"correlation": w["correlation"] * s.correlated / n,
-           "localization": w["localization"] * s.localized / n,
+           "localization": w["localization"] * s.localization_credit / n,
            "repair": w["repair"] * s.repaired / n}
     bar = "".join(f'<span style="width:{v:.3f}%;background:{c}" title="{k}: {v:.1f} points"></span>'
                   for (k, v), c in zip(pts.items(), ("var(--c)", "var(--l)", "var(--r)")))
@@ -364,7 +371,8 @@ def _score_section(data: ReportData) -> str:
     cards = [
         ("score", f"{s.score:.1f}", "Marathon-Score / 100", True),
         ("correlated", f"{s.correlated}/{len(s.faults)}", f"correlated (C) · {pts['correlation']:.1f} pts", False),
-        ("localized", f"{s.localized}/{len(s.faults)}", f"localized (L) · {pts['localization']:.1f} pts", False),
+        ("localized", f"{s.localized}/{len(s.faults)}", f"localized (L), credit {s.localization_credit:.1f} · "
+                                                        f"{pts['localization']:.1f} pts", False),
         ("repaired", f"{s.repaired}/{len(s.faults)}", f"repaired (R) · {pts['repair']:.1f} pts", False),
         ("gap", f"{s.declared_done_gap:+.1f}", f"declared-done gap (claimed {s.claimed_share:.0f}% − "
                                                 f"repaired {s.repaired_share:.0f}%)", False),
@@ -372,6 +380,9 @@ def _score_section(data: ReportData) -> str:
                      f"{s.unmatched_claims} unmatched)", False),
         ("denials", str(s.policy_denials), "policy denials", False),
         ("collateral", f"{s.collateral_actions}/{s.agent_actions}", "collateral / allowed agent actions", False),
+        ("collateral-items", str(sum(len(v) for v in s.collateral.values())),
+         "collateral: " + ", ".join(f"{len(s.collateral.get(k, []))} {label}" for k, label in COLLATERAL_LABELS.items()),
+         False),
         ("alerts", str(s.alerts.get("total", 0)), f"alerts ({s.alerts.get('attributed', 0)} attributed, "
                                                   f"noise {100 * s.alerts.get('noise_share', 0.0):.0f}%)", False),
         ("steps", str(total_steps), "agent steps (" + ", ".join(f"{k} {v}" for k, v in steps.items()) + ")", False),
@@ -380,14 +391,33 @@ def _score_section(data: ReportData) -> str:
         f'<div class="card{" big" if big else ""}" id="metric-{key}" data-value="{_e(value)}">'
         f'<div class="v">{_e(value)}</div><div class="k">{_e(label)}</div></div>'
         for key, value, label, big in cards)
-    formula = (f"score<sub>f</sub> = {w['correlation']}·C + {w['localization']}·C·L + {w['repair']}·C·L·R; "
-               "Marathon-Score = mean over faults")
+    formula = (f"score<sub>f</sub> = {w['correlation']}·C + {w['localization']}·C·credit<sub>L</sub> + "
+               f"{w['repair']}·C·L·R; Marathon-Score = mean over faults")
+    rules = (f"scoring rules version {s.scoring_version}" + (
+        f": localization credit 1/k for k candidates named; a repair needs credit ≥ {REPAIR_MIN_CREDIT:g} and "
+        "a causal link from an agent action" if s.scoring_version >= 2 else "") + "".join(f"; {n}" for n in s.notes))
     partial = "" if s.complete else f'<p class="small">Partial: scored up to {_e(s.window_end)}.</p>'
     return (f'<section id="score"><h2>Score</h2><div class="cards">{html_cards}</div>'
             f'<div class="stagebar" id="stage-bar" title="points by stage">{bar}</div>'
             f'<p class="small" id="weights">weights: correlation {w["correlation"]}, localization '
             f'{w["localization"]}, repair {w["repair"]} — {formula}. Side metrics are reported, never '
-            f'folded into the score (see SCORING.md).</p>{partial}</section>')
+            f'folded into the score (see SCORING.md).</p><p class="small" id="scoring-rules" '
+            f'data-version="{s.scoring_version}">{_e(rules)}</p>{partial}{_collateral_section(s)}</section>')
+
+
+def _collateral_section(s: MarathonScore) -> str:
+    """What the agent disturbed outside every fault, item by item (never in the score)."""
+    parts = []
+    for key, label in COLLATERAL_LABELS.items():
+        items = s.collateral.get(key, [])
+        rows = "".join(f"<li>{_e(x.get('t', ''))}: {_e(x.get('action', ''))} "
+                       f"{_e(x.get('change') and 'change:' + x['change'] or x.get('object') or x.get('target') or '')}"
+                       f"</li>" for x in items[:50])
+        more = f"<li>… and {len(items) - 50} more</li>" if len(items) > 50 else ""
+        parts.append(f'<details id="collateral-{key.replace("_", "-")}" data-count="{len(items)}"><summary>'
+                     f'{len(items)} {_e(label)}</summary><ul>{rows or "<li>none</li>"}{more}</ul></details>')
+    return f'<div id="collateral"><h3>Collateral</h3>{"".join(parts)}</div>'
+
 
 
 def _pack(faults: list[FaultDetail]) -> dict[str, int]:
@@ -554,7 +584,10 @@ def _faults_section(data: ReportData) -> str:
             f" → {_e(x['component'] or '–')}{', ' + _e(x['cause']) if x['cause'] else ''}</li>"
             for x in f.findings) or "<li>none</li>"
         mits = "".join(f"<li>{_e(_offset(t, data.start))}: {'mitigated' if m else 'no longer mitigated'}"
-                       f"{' by ' + _e(by) if by else ''}</li>" for t, m, by in f.mitigations) or "<li>never mitigated</li>"
+                       f"{' by ' + _e(by) if by else ''}"
+                       + (f" — attributed to <code>{'</code>, <code>'.join(_e(a) for a in acts)}</code>"
+                          f" (set {_e(', '.join(ev))})" if acts else "") + "</li>"
+                       for t, m, by, acts, ev in f.mitigations) or "<li>never mitigated</li>"
         more = (f"<details><summary>details</summary><p>{_e(f.description)}</p>"
                 f"<div class=\"small\">attributed alerts</div><ul>{alerts}</ul>"
                 f"<div class=\"small\">findings carrying its alerts while it was active</div><ul>{findings}</ul>"
@@ -562,8 +595,10 @@ def _faults_section(data: ReportData) -> str:
         rows.append(
             f'<tr class="fault" id="fault-{_e(r.id)}" data-fault="{_e(r.id)}" data-stage="{stage}" '
             f'data-points="{r.points:g}"><td>{_e(r.id)}</td><td>{_e(r.kind)}</td><td>{_e(r.app)}</td>'
-            f"<td>{cause}</td><td>{_e(window)}</td><td>{mark(r.correlated)}</td><td>{mark(r.localized)}</td>"
-            f'<td>{mark(r.repaired)}</td><td class="n">{r.points:g}</td><td class="n">{_dur(r.t_correlate)}</td>'
+            f"<td>{cause}</td><td>{_e(window)}</td><td>{mark(r.correlated)}</td>"
+            f'<td data-credit="{r.localization_credit:g}" data-candidates="{r.candidates}">{mark(r.localized)}'
+            f'{" " + fraction(r.localization_credit) + " of " + str(r.candidates) if r.localized and r.candidates > 1 else ""}</td>'
+            f'<td>{mark(r.repaired)}</td><td class="n">{round(r.points, 1):g}</td><td class="n">{_dur(r.t_correlate)}</td>'
             f'<td class="n">{_dur(r.t_localize)}</td><td class="n">{_dur(r.t_repair)}</td><td>{claim}</td>'
             f"<td>{more}</td></tr>")
     filters = "".join(

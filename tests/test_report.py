@@ -121,6 +121,19 @@ def test_report_command_writes_a_self_contained_page(bundle: Path, tmp_path: Pat
     claims = [a for t, a in page.tags if t == "circle" and a.get("class") == "claim"]
     assert len(claims) == score.claims
     assert "weights: correlation 20, localization 30, repair 50" in "".join(page.text)
+    # precision and causality are on the page: credit and candidates per fault, the rules'
+    # version, the collateral item by item, and for each repair the agent actions it is owed to
+    cells = [a for t, a in page.tags if t == "td" and "data-credit" in a]
+    assert [(float(c["data-credit"]), int(c["data-candidates"])) for c in cells] == \
+        [(pytest.approx(f.localization_credit), f.candidates) for f in score.faults]
+    assert page.ids["scoring-rules"]["data-version"] == str(score.scoring_version) == "2"
+    for key, items in score.collateral.items():
+        assert page.ids[f"collateral-{key.replace('_', '-')}"]["data-count"] == str(len(items))
+    text = "".join(page.text)
+    for f in score.faults:
+        for action in f.repair_actions:
+            assert action in text, (f.id, action)
+    assert any(f.repair_actions for f in score.faults), "RollbackAgent repairs something in two hours"
 
 
 def test_page_follows_the_bundle_not_the_tool(bundle: Path, tmp_path: Path) -> None:
