@@ -138,7 +138,7 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
-def parse_target(target: str) -> Optional[tuple[str, Optional[str], Optional[str], Optional[str]]]:
+def parse_target(target: str) -> Optional[tuple[Optional[str], Optional[str], Optional[str], Optional[str]]]:
     """``kube/<ns>/<resource>/<name>[/<sub>]`` or ``kube/<resource>/<name>`` ->
     (kind, namespace, name, subresource); ``pipeline/<app>/…`` -> (None, app, None, None)."""
     parts = target.split("/")

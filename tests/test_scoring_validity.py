@@ -274,3 +274,15 @@ def test_new_bundles_record_the_scoring_version(tmp_path):
     finish(r)
     bundle = open_bundle(r.seal())
     assert bundle.manifest["scoring_version"] == 2 and score_bundle(bundle).scoring_version == 2
+
+
+def test_records_from_before_versioning_are_version_1(tmp_path):
+    """Bundles sealed before scoring version 2 have no ``scoring_version`` in run.start."""
+    r = run(tmp_path)
+    r.now = at(20)
+    r.step([finding("inc", ["a1"], component=c) for c in CANDIDATES])
+    finish(r)
+    old = [e.model_copy(update={"data": {k: v for k, v in e.data.items() if k != "scoring_version"}})
+           if e.type == "run.start" else e for e in r.events]
+    assert score_events(old).scoring_version == 1 and only(score_events(old), "f1").localization_credit == 1.0
+    assert only(score_events(r.events), "f1").localization_credit == pytest.approx(1 / len(CANDIDATES))

@@ -81,9 +81,13 @@ class FaultKind:
         return {(ns, service)} | {(ns, s) for s in app.callers_of(service)}
 
 
-def workload_evidence(world: World, ns: str, service: str, *, pods: bool = True) -> list[EvidenceRef]:
-    """A service's Deployment (pod template, replicas) and, with ``pods``, its active pods."""
-    out = [EvidenceRef("Deployment", ns, service, "template"), EvidenceRef("Deployment", ns, service, "replicas")]
+def workload_evidence(world: World, ns: str, service: str, *, pods: bool = True,
+                      replicas: bool = True) -> list[EvidenceRef]:
+    """A service's Deployment (pod template and, with ``replicas``, its replica count) and,
+    with ``pods``, its active pods."""
+    out = [EvidenceRef("Deployment", ns, service, "template")]
+    if replicas:
+        out.append(EvidenceRef("Deployment", ns, service, "replicas"))
     if pods:
         out += [EvidenceRef("Pod", ns, p["metadata"]["name"], "origin")
                 for p in world.cluster.store.list("Pod", ns)

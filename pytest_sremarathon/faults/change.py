@@ -127,8 +127,9 @@ class ChangeFault(FaultKind):
         return not self.live(world, fault) and self.serving(world, fault)
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
-        """The service's pod template, replicas and pods (what runs the faulty thing)."""
-        return workload_evidence(world, fault.app, self.tag(world, fault).service)
+        """The service's pod template and pods (what runs the faulty thing). Not its replica
+        count: scaling a faulty service changes nothing a code or configuration fault reads."""
+        return workload_evidence(world, fault.app, self.tag(world, fault).service, replicas=False)
 
     def cleanup(self, world: World, fault: Fault) -> None:
         """What the on-call human does at the end of the window: revert the change if it is
@@ -409,9 +410,13 @@ class ManifestFault(ChangeFault):
         return False
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The manifest's object: the Service's spec, or the Deployment's template (and, for
+        a replica count cut, its replicas) and pods."""
         kind, name, _, _ = self._target(world, fault)
-        out = super().evidence(world, fault)
-        return out + [EvidenceRef("Service", fault.app, name, "spec")] if kind == "Service" else out
+        if kind == "Service":
+            return [EvidenceRef("Service", fault.app, name, "spec")]
+        field = self.tag(world, fault).field or ""
+        return workload_evidence(world, fault.app, name, replicas=not field.startswith(self.TEMPLATE))
 
     def serving(self, world: World, fault: Fault) -> bool:
         kind, name, _, _ = self._target(world, fault)
