@@ -1,8 +1,8 @@
 """Project-level pytest configuration.
 
-The applications' handler unit tests (``scenarios/apps/<app>/tests``) take a ``services``
+The applications' handler unit tests (``pytest_sremarathon/scenarios/apps/<app>/tests``) take a ``services``
 fixture: the app's service modules, loaded exactly as the pipeline's build step loads them.
-So ``pytest scenarios/apps/shop/tests`` runs an app's tests the way CI builds do.
+So ``pytest pytest_sremarathon/scenarios/apps/shop/tests`` runs an app's tests the way CI builds do.
 """
 
 from __future__ import annotations

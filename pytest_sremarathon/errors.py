@@ -22,7 +22,7 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see scenarios/marathon.yaml for the known fields)"
+            msg = "unknown field (check the spelling; `sremarathon init` writes a file that comments every known field)"
         elif err["type"] == "missing":
             msg = "required field is missing"
         parts.append(f"{loc}: {msg}")

@@ -8,8 +8,9 @@ from typing import Callable
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SCENARIO = REPO / "scenarios" / "marathon.yaml"
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
+
+DEFAULT_SCENARIO = SCENARIOS_DIR / "default.yaml"
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def write_scenario(tmp_path: Path) -> Callable[..., Path]:
 
     def write(name: str = "short", **overrides: object) -> Path:
         data = yaml.safe_load(DEFAULT_SCENARIO.read_text())
-        data["apps_dir"] = str(REPO / "scenarios" / "apps")
+        data["apps_dir"] = str(APPS_DIR)
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):
                 data[key].update(value)

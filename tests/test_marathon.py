@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.calibration import alert_mix
 
@@ -76,7 +77,7 @@ def test_agent_process_cannot_see_the_ground_truth(tmp_path: Path, write_scenari
     # The run's own output, private state and the catalogues of the scenario it runs stay hidden;
     # another checkout of this (public) repository elsewhere on the machine is out of scope.
     leaks = [p for p in found if p.startswith(runs) or p.startswith("/proc") or p == "own environment"
-             or p.endswith("changes.yaml") and p.startswith(str(HERE.parent / "scenarios" / "apps"))]
+             or p.endswith("changes.yaml") and p.startswith(str(APPS_DIR))]
     assert leaks == []
 
 
