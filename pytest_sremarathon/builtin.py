@@ -45,15 +45,21 @@ class BuiltinScenario:
     name: str
     path: Path
 
-    def summary(self) -> str:
-        """One line: length, faults, apps and the file's own description."""
+    def facts(self) -> str:
+        """Length, faults, apps and cadence, e.g. ``2h, 10 faults over shop, social, hotel, agent every 5m``."""
         import yaml
 
         data = yaml.safe_load(self.path.read_text()) or {}
         faults = (data.get("schedule") or {}).get("faults", "?")
         apps = ", ".join(data.get("apps") or [])
-        return (f"{data.get('duration', '?')}, {faults} faults over {apps}, agent every {data.get('cadence', '?')}: "
-                f"{data.get('description', '')}".rstrip(": "))
+        return f"{data.get('duration', '?')}, {faults} faults over {apps}, agent every {data.get('cadence', '?')}"
+
+    def summary(self) -> str:
+        """One line: the facts and the file's own description."""
+        import yaml
+
+        description = (yaml.safe_load(self.path.read_text()) or {}).get("description", "")
+        return f"{self.facts()}: {description}" if description else self.facts()
 
 
 def builtin_scenarios() -> dict[str, BuiltinScenario]:
@@ -76,7 +82,7 @@ def builtin_path(name: str) -> Path:
     found = builtin_scenarios().get(name)
     if found is None:
         raise UnknownScenario(f"no built-in scenario {name!r}; available: {names_line()} "
-                              f"(`sremarathon scenarios` describes them), or give the path of a scenario .yaml file")
+                              f"(`sremarathon scenarios` describes them)")
     return found.path
 
 
@@ -84,7 +90,10 @@ def resolve(value: str | Path, base: Path) -> Path:
     """A scenario given by name or path: a built-in's file, or ``value`` relative to ``base``."""
     text = str(value)
     if not isinstance(value, Path) and is_name(text):
-        return builtin_path(text)
+        try:
+            return builtin_path(text)
+        except UnknownScenario as exc:
+            raise UnknownScenario(f"{exc}, or give the path of a scenario .yaml file") from None
     return (base / Path(text).expanduser()).resolve()
 
 
