@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # light: the pytest plugin imports this module at start-up
+    from pydantic import ValidationError
 
 
 class SremarathonError(Exception):

@@ -8,7 +8,13 @@ from typing import Callable
 import pytest
 import yaml
 
+import pytest_sremarathon.marathon  # noqa: F401 - see below
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
+
+# The plugin imports its machinery only when a marathon is collected. In-process pytester runs
+# (pytester.runpytest) drop the modules a run imported when it ends; cryptography's Rust
+# bindings cannot be imported a second time in one process. So the machinery is imported here,
+# once, before any such run.
 
 DEFAULT_SCENARIO = SCENARIOS_DIR / "default.yaml"
 
