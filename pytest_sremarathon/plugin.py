@@ -198,7 +198,7 @@ def read_settings(config: pytest.Config) -> Settings:
         if not path.is_file():
             raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
         backend = f"kubeconfig:{path}"
-    if (agent or agent_cmd) and not _backend_known(backend, config):
+    if backend != "twin" and not _backend_known(backend, config):  # (the default costs no import)
         from .marathon import backend_factories
 
         known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
@@ -214,6 +214,10 @@ def read_settings(config: pytest.Config) -> Settings:
     key = _path_opt(config, "marathon_signing_key")
     if key is not None and not key.is_file():
         raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
+    scenario = _scenario_opt(config)
+    if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
+        raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
+                                f"a built-in scenario: {builtin.names_line()})")
     interval = _opt(config, "marathon_progress_interval")
     try:
         progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
@@ -222,7 +226,7 @@ def read_settings(config: pytest.Config) -> Settings:
     return Settings(agent=agent, agent_cmd=agent_cmd, seeds=seeds, backend=backend,
                     out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
                     min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
-                    step_budget=budget, signing_key=key, scenario=_scenario_opt(config),
+                    step_budget=budget, signing_key=key, scenario=scenario,
                     progress_interval=progress, keep_cluster=keep_cluster)
 
 

@@ -119,6 +119,13 @@ def test_an_unknown_scenario_name_lists_the_builtin_ones(pytester: pytest.Pytest
     assert "no built-in scenario 'smok'; available: default, smoke" in text, text
 
 
+def test_a_missing_scenario_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(NOOP, "--marathon-scenario", "ci/nightly.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--marathon-scenario: no such scenario file: *ci/nightly.yaml (give a file, or the "
+                                 "name of a built-in scenario: default, smoke)"])
+
+
 def test_the_marker_and_the_fixtures_take_builtin_names(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_m=f"""
         import pytest
