@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
+
 AGENT = "pytest_sremarathon.baselines:RollbackAgent"
 
 
@@ -46,7 +47,7 @@ def measure(scenario: Path, out: Path) -> dict:
 
 def variant(base: dict, tmp: Path, name: str, **changes: object) -> Path:
     data = dict(base, **changes)
-    data["apps_dir"] = str(REPO / "scenarios" / "apps")
+    data["apps_dir"] = str(APPS_DIR)
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -56,10 +57,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scaling", action="store_true", help="also measure scaling with services and run length")
     args = parser.parse_args()
-    base = yaml.safe_load((REPO / "scenarios" / "marathon.yaml").read_text())
+    base = yaml.safe_load((SCENARIOS_DIR / "default.yaml").read_text())
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        rows = [("default", measure(REPO / "scenarios" / "marathon.yaml", tmp / "runs"))]
+        rows = [("default", measure(SCENARIOS_DIR / "default.yaml", tmp / "runs"))]
         if args.scaling:
             apps = base["apps"]
             for n in range(1, len(apps) + 1):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIO = REPO / "scenarios" / "marathon.yaml"
+SCENARIO = REPO / "pytest_sremarathon" / "scenarios" / "default.yaml"
 MODULE = "pytest_sremarathon.baselines"
 HONEST = ["NoopAgent", "ClaimEverything", "RestartAgent", "RollbackAgent", "HeuristicSRE"]
 ADVERSARIAL = ["SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing", "SprayAlerts",

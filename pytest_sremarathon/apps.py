@@ -1,4 +1,4 @@
-"""Application definitions (``scenarios/apps/<app>/app.yaml``): services, call graph, traffic."""
+"""Application definitions (``<apps_dir>/<app>/app.yaml``; the built-in ones in ``pytest_sremarathon/scenarios/apps/``): services, call graph, traffic."""
 
 from __future__ import annotations
 

@@ -1,5 +1,11 @@
 """The ``sremarathon`` command: ``run`` a marathon outside pytest, ``verify`` and ``score``
-bundles, and the tools around them."""
+bundles, and the tools around them.
+
+Every command that takes ``--scenario`` accepts a built-in scenario's name (``sremarathon
+scenarios`` lists them) or a scenario file; without one it runs ``./scenarios/marathon.yaml``
+when the current directory has one, else the built-in ``default``. So the commands work from any
+directory with the installed package alone.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +16,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import __version__, cli_bundle, report
+from . import __version__, builtin, cli_bundle, cli_init, report
 from .agent.host import AgentSpec
 from .agent.loader import AgentLoadError, check_agent
-from .errors import SremarathonError
+from .errors import ConfigError, SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
-from .scenario import load_scenario
+from .scenario import Scenario, load_scenario
 from .scoring import format_table
 
-DEFAULT_SCENARIO = Path("scenarios/marathon.yaml")
 DEFAULT_OUT = Path("sremarathon-runs")
+SCENARIO_HELP = ("a built-in scenario's name (" + ", ".join(builtin.builtin_scenarios()) + "; `sremarathon "
+                 "scenarios` lists them) or a scenario file (default: ./scenarios/marathon.yaml if there is one, "
+                 "else the built-in default)")
 
 
 def _fail(message: str) -> int:
@@ -27,11 +35,32 @@ def _fail(message: str) -> int:
     return 2
 
 
+def scenario_path(value: Optional[str]) -> Path:
+    """The file of ``--scenario``: a built-in's for a name, ``value`` for a path, and without
+    one ``./scenarios/marathon.yaml`` if there is one, else the built-in ``default``."""
+    if value is None:
+        return builtin.default_scenario(Path.cwd())
+    if not builtin.is_name(value):
+        return Path(value).expanduser()
+    try:
+        return builtin.builtin_path(value)
+    except builtin.UnknownScenario as exc:
+        raise ConfigError(f"--scenario {value}: {exc}, or give the path of a scenario .yaml file") from None
+
+
+def open_scenario(value: Optional[str]) -> Scenario:
+    return load_scenario(scenario_path(value))
+
+
+def add_scenario_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", metavar="NAME|FILE", help=SCENARIO_HELP)
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--agent", metavar="PKG.MOD:CLASS", help="the agent class, e.g. pytest_sremarathon.baselines:RollbackAgent")
     who.add_argument("--agent-cmd", metavar="COMMAND", help="a command speaking the JSON-lines agent protocol")
-    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    add_scenario_option(p)
     p.add_argument("--seed", type=int, help="seed of the run (default: the scenario's)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where bundles go (default: %(default)s)")
     p.add_argument("--step-budget", type=float, metavar="SECONDS", help="wall seconds per agent step")
@@ -82,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .scenario import parse_duration
 
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = open_scenario(args.scenario)
         if args.duration:
             scenario = scenario.with_overrides(duration=parse_duration(args.duration))
         if args.agent:
@@ -98,8 +127,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     marathon = Marathon(scenario, options, hook=standalone_plugin_manager().hook)
     if not (args.quiet or args.json):
-        print(f"sremarathon: {scenario.name} seed {seed}, {len(scenario.apps)} app(s), "
-              f"{scenario.spec.duration / 3600:g} virtual hours, agent {spec.label}", file=sys.stderr, flush=True)
+        print(f"sremarathon: {scenario.name} seed {seed} ({builtin.describe(scenario.path)}), "
+              f"{len(scenario.apps)} app(s), {scenario.spec.duration / 3600:g} virtual hours, agent {spec.label}",
+              file=sys.stderr, flush=True)
     try:
         result = marathon.run()
     except SremarathonError as exc:
@@ -131,7 +161,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from .timeline import render_svg
 
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = open_scenario(args.scenario)
     except SremarathonError as exc:
         return _fail(str(exc))
     seed = args.seed if args.seed is not None else scenario.spec.seed
@@ -214,7 +244,7 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     from .twin.backend import TwinBackend
 
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = open_scenario(args.scenario)
     except SremarathonError as exc:
         return _fail(str(exc))
     def stop(_signum: int, _frame: Any) -> None:
@@ -261,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("schedule", help="print a scenario's fault schedule and draw its timeline",
                        description="The seeded schedule as a table, its calibration statistics, and an SVG timeline.")
-    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    add_scenario_option(p)
     p.add_argument("--seed", type=int, help="seed (default: the scenario's)")
     p.add_argument("--svg", type=Path, help="where to write the timeline (default: schedule-<name>-seed<N>.svg)")
     p.add_argument("--json", action="store_true", help="print the schedule and statistics as JSON")
@@ -273,13 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = twin.add_parser("up", help="start a twin with the scenario's apps and keep it running",
                         description="Start the embedded twin with the scenario's applications (no faults) and "
                                     "serve it until interrupted, to explore with kubectl.")
-    p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario file (default: %(default)s)")
+    add_scenario_option(p)
     p.add_argument("--kubeconfig", type=Path, default=Path("sremarathon-twin.kubeconfig"),
                    help="where to write the kubeconfig (default: %(default)s)")
     p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
     p.set_defaults(func=cmd_twin_up)
     cli_bundle.add_parsers(sub)
     report.add_parser(sub)
+    cli_init.add_parsers(sub)
     return parser
 
 

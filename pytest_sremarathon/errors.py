@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # light: the pytest plugin imports this module at start-up
+    from pydantic import ValidationError
 
 
 class SremarathonError(Exception):
@@ -22,7 +24,7 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see scenarios/marathon.yaml for the known fields)"
+            msg = "unknown field (check the spelling; `sremarathon init` writes a file that comments every known field)"
         elif err["type"] == "missing":
             msg = "required field is missing"
         parts.append(f"{loc}: {msg}")

@@ -2,7 +2,7 @@
 
     import pytest
 
-    pytestmark = pytest.mark.marathon_scenario("scenarios/marathon.yaml")
+    pytestmark = pytest.mark.marathon_scenario("smoke")  # a built-in name, or a path from the rootdir
 
     def test_no_false_claims(marathon_result):
         assert marathon_result.score.false_claims == 0
@@ -14,9 +14,10 @@
 
 A test that uses any of them runs once per marathon seed (``test_x[seed=1]`` …), on the same
 run as the marathon file's segment items when both name the same file and seed (and, with
-xdist, on the same worker). The marathon is chosen by the ``marathon_scenario(path, seeds=None)``
-marker (path relative to the rootdir), else ``--marathon-scenario`` / ``marathon_scenario``,
-else ``<rootdir>/scenarios/marathon.yaml``.
+xdist, on the same worker). The marathon is chosen by the ``marathon_scenario(NAME|PATH,
+seeds=None)`` marker (a built-in scenario's name, or a path relative to the rootdir), else
+``--marathon-scenario`` / ``marathon_scenario``, else ``<rootdir>/scenarios/marathon.yaml`` when
+the project has one, else the built-in ``default``.
 
 * ``marathon`` — :class:`MarathonHandle`: ``advance(to)``, ``score()``, ``finish()``,
   ``result``, ``bundle``, ``segments``, ``faults_in(segment)``, ``run`` (the live
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import pytest
 
+from . import builtin
 from .errors import SremarathonError
 
 if TYPE_CHECKING:
@@ -52,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentHandle", "ClusterHandle", "MarathonHandle", "agent", "cluster", "fault_schedule", "marathon",
            "marathon_result", "sremarathon_target"]
-
-DEFAULT_SCENARIO = Path("scenarios") / "marathon.yaml"
 
 
 # -- which marathon (collection time) -------------------------------------------------------
@@ -70,16 +70,22 @@ def targets_for(metafunc: pytest.Metafunc) -> list[Any]:
     if marker is not None:
         raw = marker.args[0] if marker.args else marker.kwargs.get("path")
         seeds = marker.kwargs.get("seeds")
-    if raw is not None:
-        path = Path(raw) if Path(raw).is_absolute() else config.rootpath / raw
-    else:
-        path = ms.settings.scenario or config.rootpath / DEFAULT_SCENARIO
     if not ms.require_agent(where):
         return []  # the usage error is raised once collection is over
+    if raw is not None and builtin.is_name(str(raw)):
+        try:
+            path = builtin.builtin_path(str(raw))
+        except builtin.UnknownScenario as exc:
+            pytest.fail(f"{where}: marathon_scenario({raw!r}): {exc}, or give a path relative to the rootdir",
+                        pytrace=False)
+    elif raw is not None:
+        path = Path(raw) if Path(raw).is_absolute() else config.rootpath / raw
+    else:
+        path = ms.settings.session_scenario(config.rootpath)
     if not path.is_file():
         pytest.fail(f"{where}: no marathon scenario at {path}; mark the test with "
-                    f"@pytest.mark.marathon_scenario(\"path/to/marathon.yaml\") or pass --marathon-scenario",
-                    pytrace=False)
+                    f"@pytest.mark.marathon_scenario(\"path/to/marathon.yaml\") (relative to the rootdir) or a "
+                    f"built-in scenario's name ({builtin.names_line()}), or pass --marathon-scenario", pytrace=False)
     try:
         scenario = ms.scenario(path)
     except SremarathonError as exc:

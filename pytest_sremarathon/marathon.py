@@ -30,6 +30,7 @@ from .alerts.engine import AlertEngine
 from .alerts.noise import NoiseGenerator
 from .alerts.rules import DEFAULT_RULES
 from .apps import AppSpec
+from .builtin import APPS_DIR as BUILTIN_APPS_DIR
 from .bundle import BundleWriter, commitment, open_bundle
 from .clock import EPOCH, VirtualClock, iso
 from .events import (Action, Deployed, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthEffect, TruthFault,
@@ -264,7 +265,9 @@ class Marathon:
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
                               cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
         # Every app's change catalogue beside the scenario's: it tells faulty changes from benign.
-        catalogues = {a.root.resolve().parent for a in self.apps.values()}
+        # The package's own (built-in) catalogues too, wherever the package is installed (site-
+        # packages, a checkout): a scenario running copies of the apps has the same changes there.
+        catalogues = {a.root.resolve().parent for a in self.apps.values()} | {BUILTIN_APPS_DIR.resolve()}
         hide = [Path(self.options.out_dir).resolve(), self.private_dir] + \
             sorted(d for root in catalogues for d in root.glob("*/changes") if d.is_dir())
         budget = self.options.step_budget or spec.agent.step_budget

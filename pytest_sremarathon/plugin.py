@@ -2,11 +2,19 @@
 that owns the running marathons, baseline judging, CI gating, JUnit/HTML reporting and the
 terminal summary.
 
-    pytest scenarios/marathon.yaml --agent=mypkg.agent:Agent --junitxml=out.xml
+    pytest --agent=mypkg.agent:Agent --junitxml=out.xml                 # the built-in marathon
+    pytest --agent=mypkg.agent:Agent --marathon-scenario smoke           # the 2-hour one
+    pytest ci/marathon.yaml --agent=mypkg.agent:Agent                   # a marathon file of yours
 
 A marathon file collects as one ``marathon[seed=N]`` per seed, each with one item per segment
 in time order. Running an item advances that marathon past the segment (and past the end of
 every fault injected in it), then asserts each of those faults' stage progress.
+
+With an agent and no test paths on the command line, a project without a marathon file gets
+the session's scenario (``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``,
+else the built-in ``default``) collected as ``sremarathon:<name>``. Without an agent, nothing
+of the plugin runs in a project without marathon files, and its start-up imports nothing heavy
+(the machinery is imported when a marathon is collected).
 
 Where things happen (so that ``pytest -n`` behaves like a plain run):
 
@@ -30,22 +38,21 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import pytest
 
-from . import hookspecs
-from .agent.host import AgentSpec
-from .clock import parse_iso
+from . import builtin, hookspecs
 from .errors import SremarathonError
-from .marathon import (Marathon, MarathonOptions, Progress, RunResult, SegmentWindow, backend_factories, resolve_backend,
-                       segment_windows)
-from .scenario import Scenario, load_scenario
-from .scoring import FaultResult, MarathonScore, fraction, weights_line
+
+if TYPE_CHECKING:  # the machinery is imported when a marathon is collected, not at pytest's start
+    from .marathon import Marathon, MarathonOptions, Progress, RunResult, SegmentWindow
+    from .scenario import Scenario
+    from .scoring import FaultResult, MarathonScore
 
 pytest_plugins = ("pytest_sremarathon.fixtures",)
 
-USAGE_EXAMPLE = "pytest scenarios/marathon.yaml --agent=pytest_sremarathon.baselines:RollbackAgent"
+USAGE_EXAMPLE = "pytest --agent=pytest_sremarathon.baselines:RollbackAgent"
 RESULT_KEY = pytest.StashKey["SegmentResult"]()
 RUN_REPORT_KEY = pytest.StashKey["tuple[Optional[Path], str]"]()
 BASELINE_FORMAT = "sremarathon-baseline/1"
@@ -81,8 +88,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true", default=None)
     add("--marathon-step-budget", "wall seconds an agent step may take (default: the scenario's)", metavar="SECONDS")
     add("--marathon-signing-key", "ed25519 private key file to sign bundles with", metavar="FILE")
-    add("--marathon-scenario", "scenario for the marathon fixtures in plain test functions "
-        "(default: <rootdir>/scenarios/marathon.yaml; a marathon_scenario marker wins)", metavar="FILE")
+    add("--marathon-scenario", "the session's marathon: a built-in scenario's name (" + builtin.names_line() +
+        ") or a scenario file. It runs when no marathon file is collected, and it is the marathon of the "
+        "marathon fixtures (a marathon_scenario marker wins). Default: <rootdir>/scenarios/marathon.yaml "
+        "if there is one, else the built-in default", metavar="NAME|FILE")
     parser.addini("marathon_progress_interval", "at least this many wall seconds between two progress lines of "
                   f"a marathon (default {DEFAULT_PROGRESS_SECONDS:g}; 0 = every virtual hour)", default=None)
 
@@ -98,6 +107,20 @@ def _raw(config: pytest.Config, name: str) -> tuple[Optional[str], str]:
 
 def _opt(config: pytest.Config, name: str) -> Optional[str]:
     return _raw(config, name)[0]
+
+
+def _scenario_opt(config: pytest.Config) -> Optional[Path]:
+    """``--marathon-scenario`` / ``marathon_scenario``: a built-in's file for a name, else a path."""
+    value, where = _raw(config, "marathon_scenario")
+    if value is None:
+        return None
+    if builtin.is_name(value):
+        try:
+            return builtin.builtin_path(value)
+        except builtin.UnknownScenario as exc:
+            flag = "--marathon-scenario" if where == "option" else f"marathon_scenario in {config.inipath}"
+            raise pytest.UsageError(f"{flag} {value}: {exc}, or give the path of a scenario .yaml file") from None
+    return _path_opt(config, "marathon_scenario")
 
 
 def _path_opt(config: pytest.Config, name: str) -> Optional[Path]:
@@ -132,6 +155,11 @@ class Settings:
     @property
     def has_agent(self) -> bool:
         return bool(self.agent or self.agent_cmd)
+
+    def session_scenario(self, rootpath: Path) -> Path:
+        """The session's marathon: ``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``
+        when the project has one, else the built-in ``default``."""
+        return self.scenario or builtin.default_scenario(rootpath)
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -170,7 +198,9 @@ def read_settings(config: pytest.Config) -> Settings:
         if not path.is_file():
             raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
         backend = f"kubeconfig:{path}"
-    if resolve_backend(backend, config.hook) is None:
+    if backend != "twin" and not _backend_known(backend, config):  # (the default costs no import)
+        from .marathon import backend_factories
+
         known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
         raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
     keep_cluster = bool(config.getoption("marathon_keep_cluster", None) or config.getini("marathon_keep_cluster"))
@@ -184,6 +214,10 @@ def read_settings(config: pytest.Config) -> Settings:
     key = _path_opt(config, "marathon_signing_key")
     if key is not None and not key.is_file():
         raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
+    scenario = _scenario_opt(config)
+    if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
+        raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
+                                f"a built-in scenario: {builtin.names_line()})")
     interval = _opt(config, "marathon_progress_interval")
     try:
         progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
@@ -192,8 +226,14 @@ def read_settings(config: pytest.Config) -> Settings:
     return Settings(agent=agent, agent_cmd=agent_cmd, seeds=seeds, backend=backend,
                     out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
                     min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
-                    step_budget=budget, signing_key=key, scenario=_path_opt(config, "marathon_scenario"),
+                    step_budget=budget, signing_key=key, scenario=scenario,
                     progress_interval=progress, keep_cluster=keep_cluster)
+
+
+def _backend_known(backend: str, config: pytest.Config) -> bool:
+    from .marathon import resolve_backend
+
+    return resolve_backend(backend, config.hook) is not None
 
 
 # -- plugin wiring --------------------------------------------------------------------------
@@ -228,10 +268,12 @@ AUTO_DIST_KEY = pytest.StashKey[bool]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sremarathon: a marathon segment (added by pytest-sremarathon)")
-    config.addinivalue_line("markers", "marathon_scenario(path, seeds=None): the marathon the marathon fixtures "
+    config.addinivalue_line("markers", "marathon_scenario(name_or_path, seeds=None): the marathon (a built-in "
+                                       "scenario's name, or a path relative to the rootdir) the marathon fixtures "
                                        "(cluster, fault_schedule, agent, marathon, marathon_result) of this test use")
     session = config.stash[SESSION_KEY] = MarathonSession(config, read_settings(config))
-    config.pluginmanager.register(session, "sremarathon-session")
+    if session.settings.has_agent:  # without an agent no marathon runs: none of its hooks are needed
+        config.pluginmanager.register(session, "sremarathon-session")
     session.baseline  # a missing or broken baseline file is a usage error now, not in a test
     if _distributing(config):
         # Workers' usage errors never reach the user: check on the controller, once.
@@ -286,6 +328,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     who = s.agent or f"cmd: {s.agent_cmd}"
     lines = [f"sremarathon: agent {who}; backend {s.backend}; bundles in {_display_path(config, s.out)}"]
+    if _fallback_allowed(config):
+        lines.append(f"sremarathon: without a marathon file in the test paths, the {_scenario_words(config)} runs")
     if s.baseline is not None:
         lines.append(f"sremarathon: baseline {_display_path(config, s.baseline)}"
                      + (" (will be rewritten)" if s.update_baseline else ""))
@@ -371,6 +415,8 @@ class MarathonSession:
     not_gated: list[str] = field(default_factory=list)
     baseline_written: Optional[str] = None
     agent_checked: bool = False
+    files_collected: int = 0  # marathon files collected from the test paths
+    fallback: Optional["SessionMarathon"] = None  # the session's scenario, when it was collected instead
     _agent_error: Optional[str] = None
     _baseline: Optional["Baseline"] = None
     _progress_last: dict[str, float] = field(default_factory=dict)
@@ -380,6 +426,8 @@ class MarathonSession:
     def scenario(self, path: Path) -> Scenario:
         key = str(path.resolve())
         if key not in self.scenarios:
+            from .scenario import load_scenario
+
             self.scenarios[key] = load_scenario(path)
         return self.scenarios[key]
 
@@ -387,7 +435,7 @@ class MarathonSession:
         key = (str(path.resolve()), seed)
         t = self.targets.get(key)
         if t is None:
-            display = id or f"{_display_path(self.config, path)}::{scenario.name}[seed={seed}]"
+            display = id or f"{scenario_id(self.config, path)}::{scenario.name}[seed={seed}]"
             t = self.targets[key] = MarathonTarget(display, path.resolve(), scenario, seed)
         return t
 
@@ -441,7 +489,9 @@ class MarathonSession:
         return None if found else f"--agent-cmd: command not found: {exe}"
 
     def options(self, target: MarathonTarget) -> MarathonOptions:
+        from .agent.host import AgentSpec
         from .bundle import load_signing_key
+        from .marathon import MarathonOptions
 
         s = self.settings
         return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
@@ -456,6 +506,8 @@ class MarathonSession:
             raise MarathonCrashed(self.crashed[target.id])
         m = self.running.get(target.id)
         if m is None:
+            from .marathon import Marathon
+
             m = self.running[target.id] = Marathon(target.scenario, self.options(target), hook=self.config.hook)
             self._progress_last[target.id] = time.monotonic()
             try:
@@ -473,6 +525,9 @@ class MarathonSession:
 
     def final_data(self, target: MarathonTarget) -> dict[str, Any]:
         """A sealed run's result as it rides on a report (and in xdist's workeroutput)."""
+        from .clock import parse_iso
+        from .marathon import segment_windows
+
         self.reported.add(target.id)
         result, m = self.results[target.id], self.running[target.id]
         windows = segment_windows(target.scenario)
@@ -662,6 +717,8 @@ class MarathonSession:
         tr.write_sep("=", "SRE marathon results")
         for line in self.board.table():
             tr.write_line(line)
+        from .scoring import weights_line
+
         tr.write_line(weights_line())
         if self.settings.baseline is not None:
             for line in self.board.baseline_lines(_display_path(config, self.settings.baseline)):
@@ -949,6 +1006,49 @@ class Baseline:
 
 
 # -- collection -----------------------------------------------------------------------------
+def scenario_id(config: pytest.Config, path: Path) -> str:
+    """How a scenario file appears in node ids: ``sremarathon:<name>`` for a built-in one, its
+    path (relative to the rootdir when inside it) otherwise."""
+    name = builtin.builtin_name(path)
+    return f"sremarathon:{name}" if name else _display_path(config, path)
+
+
+def _fallback_allowed(config: pytest.Config) -> bool:
+    """May the session's scenario be collected when no marathon file is? With an agent, and when
+    the command line names no test paths (then pytest collects exactly what it names)."""
+    ms = config.stash.get(SESSION_KEY, None)
+    return (ms is not None and ms.settings.has_agent
+            and getattr(config, "args_source", None) != pytest.Config.ArgsSource.ARGS)
+
+
+def _scenario_words(config: pytest.Config) -> str:
+    path = session_of(config).settings.session_scenario(config.rootpath)
+    name = builtin.builtin_name(path)
+    return f'built-in scenario "{name}"' if name else f"scenario {_display_path(config, path)}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """After the test paths, the session collects its scenario (:class:`SessionMarathon`); it
+    yields items only if no marathon file was found in them."""
+    report = yield
+    if isinstance(collector, pytest.Session) and report.passed and _fallback_allowed(collector.config):
+        path = session_of(collector.config).settings.session_scenario(collector.config.rootpath)
+        nodeid = scenario_id(collector.config, path)
+        report.result.append(SessionMarathon.from_parent(collector, path=path, name=nodeid, nodeid=nodeid))
+    return report
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    ms = config.stash.get(SESSION_KEY, None)
+    if ms is None or ms.fallback is None:
+        return []
+    name = builtin.builtin_name(ms.fallback.path)
+    facts = f"{builtin.builtin_scenarios()[name].facts()}; " if name else ""
+    return [f"sremarathon: no marathon file in the test paths: running the {_scenario_words(config)} as "
+            f"{ms.fallback.nodeid} ({facts}--marathon-scenario NAME|FILE picks another)"]
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
     if file_path.suffix not in (".yaml", ".yml"):
         return None
@@ -961,6 +1061,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[p
 class MarathonFile(pytest.File):
     def collect(self) -> Iterator[pytest.Collector]:
         ms = session_of(self.config)
+        ms.files_collected += 1
         if not ms.require_agent(self.path):
             return  # a usage error, raised once collection is over
         try:
@@ -971,6 +1072,19 @@ class MarathonFile(pytest.File):
             name = f"{scenario.name}[seed={seed}]"
             target = ms.target(self.path, scenario, seed, id=f"{self.nodeid}::{name}")
             yield MarathonRun.from_parent(self, name=name, target=target)
+
+
+class SessionMarathon(MarathonFile):
+    """The session's scenario (``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``,
+    else the built-in ``default``), collected after the test paths; empty when a marathon file
+    was collected from them (the project's own marathons run as they always did)."""
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        ms = session_of(self.config)
+        if ms.files_collected:
+            return
+        ms.fallback = self
+        yield from super().collect()
 
 
 class MarathonRun(pytest.Collector):
@@ -988,6 +1102,8 @@ class MarathonRun(pytest.Collector):
         return self.target.seed
 
     def collect(self) -> Iterator[pytest.Item]:
+        from .marathon import segment_windows
+
         windows = segment_windows(self.scenario)  # known without starting the run
         for i, window in enumerate(windows):
             yield SegmentItem.from_parent(self, name=window.name, window=window, last=i == len(windows) - 1,
@@ -1077,7 +1193,7 @@ class SegmentItem(pytest.Item):
             ("sremarathon_score", f"{score.score:.2f}"),
             ("sremarathon_faults", str(len(rows))),
             ("sremarathon_stages", "; ".join(f"{r.id}:{_stages(r)}" for r in rows)),
-            ("sremarathon_localization", "; ".join(f"{r.id}:{fraction(r.localization_credit)} ({r.candidates} candidates)"
+            ("sremarathon_localization", "; ".join(f"{r.id}:{_fraction(r.localization_credit)} ({r.candidates} candidates)"
                                                    for r in rows)),
             ("sremarathon_bundle", bundle),
         ])
@@ -1138,11 +1254,17 @@ class SegmentItem(pytest.Item):
         return self.path, None, f"{self.run.name}::{self.name}"
 
 
+def _fraction(credit: float) -> str:
+    from .scoring import fraction
+
+    return fraction(credit)
+
+
 def _stages(r: FaultResult) -> str:
     def mark(ok: bool) -> str:
         return "✓" if ok else "✗"
 
-    precision = f" (credit {fraction(r.localization_credit)}, {r.candidates} candidates)" \
+    precision = f" (credit {_fraction(r.localization_credit)}, {r.candidates} candidates)" \
         if r.localized and r.candidates > 1 else ""
     return (f"correlated {mark(r.correlated)} localized {mark(r.localized)}{precision} "
             f"repaired-while-active {mark(r.repaired)} false-claim {'✗ (claimed while broken)' if r.false_claim else '–'}")

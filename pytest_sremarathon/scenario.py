@@ -1,4 +1,8 @@
-"""Scenario files (``scenarios/*.yaml``) → a validated :class:`Scenario`.
+"""Scenario files → a validated :class:`Scenario`.
+
+A scenario is a YAML file (the built-in ones are in ``pytest_sremarathon/scenarios/``,
+``sremarathon init`` writes a commented one of your own). Its ``apps_dir`` is a directory
+relative to the file, or ``builtin`` for the applications shipped with the package.
 
 Every error names the file, the field and the fix; nothing here raises a raw traceback at a
 user. Durations are written as ``90s``, ``5m``, ``12h`` (or plain seconds).
@@ -101,7 +105,7 @@ class ScenarioFile(_Model):
     cadence: Seconds = 300.0
     segment: Seconds = 7200.0
     apps: list[str] = Field(min_length=1)
-    apps_dir: str = "apps"
+    apps_dir: str = "apps"  # relative to the scenario file, or BUILTIN_APPS
     topology: TopologyConfig = Field(default_factory=TopologyConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
@@ -139,7 +143,7 @@ class Scenario:
 
     @property
     def apps_root(self) -> Path:
-        return (self.path.parent / self.spec.apps_dir).resolve()
+        return apps_root(self.path, self.spec.apps_dir)
 
     def with_overrides(self, *, duration: Optional[float] = None, faults: Optional[int] = None) -> "Scenario":
         data = self.spec.model_dump()
@@ -151,12 +155,29 @@ class Scenario:
         return Scenario(self.path, ScenarioFile.model_validate(data), self.apps, self.catalogues, self.text)
 
 
+#: ``apps_dir: builtin``: the applications shipped with the package (``builtin.APPS_DIR``).
+BUILTIN_APPS = "builtin"
+
+
+def apps_root(path: Path, apps_dir: str) -> Path:
+    """The directory holding one ``<app>/`` per application: ``apps_dir`` relative to the
+    scenario file, or the package's own applications for ``builtin``."""
+    if apps_dir == BUILTIN_APPS:
+        from .builtin import APPS_DIR
+
+        return APPS_DIR
+    return (path.parent / Path(apps_dir).expanduser()).resolve()
+
+
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: scenario file not found (try scenarios/marathon.yaml)") from None
+        from .builtin import names_line
+
+        raise ConfigError(f"{path}: scenario file not found (give the path of a scenario .yaml file, or the name "
+                          f"of a built-in one: {names_line()}; `sremarathon init` writes a file to start from)") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory; give the scenario's .yaml file") from None
     try:
@@ -171,13 +192,17 @@ def load_scenario(path: str | Path) -> Scenario:
         spec = ScenarioFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, exc)) from None
-    root = (path.parent / spec.apps_dir).resolve()
+    root = apps_root(path, spec.apps_dir)
+    if not root.is_dir():
+        raise ConfigError(f"{path}: apps_dir: no directory {root} (apps_dir is relative to the scenario file; "
+                          f"`apps_dir: {BUILTIN_APPS}` runs the applications shipped with pytest-sremarathon)")
     apps, catalogues = [], {}
     for name in spec.apps:
         app_root = root / name
         if not app_root.is_dir():
+            available = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__")
             raise ConfigError(f"{path}: apps: no application {name!r} in {root} "
-                              f"(available: {', '.join(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else 'none'})")
+                              f"(available: {', '.join(available) or 'none'})")
         app = load_app(app_root)
         apps.append(app)
         catalogues[app.namespace] = load_catalogue(app_root)

@@ -8,8 +8,15 @@ from typing import Callable
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SCENARIO = REPO / "scenarios" / "marathon.yaml"
+import pytest_sremarathon.marathon  # noqa: F401 - see below
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
+
+# The plugin imports its machinery only when a marathon is collected. In-process pytester runs
+# (pytester.runpytest) drop the modules a run imported when it ends; cryptography's Rust
+# bindings cannot be imported a second time in one process. So the machinery is imported here,
+# once, before any such run.
+
+DEFAULT_SCENARIO = SCENARIOS_DIR / "default.yaml"
 
 
 @pytest.fixture
@@ -18,7 +25,7 @@ def write_scenario(tmp_path: Path) -> Callable[..., Path]:
 
     def write(name: str = "short", **overrides: object) -> Path:
         data = yaml.safe_load(DEFAULT_SCENARIO.read_text())
-        data["apps_dir"] = str(REPO / "scenarios" / "apps")
+        data["apps_dir"] = str(APPS_DIR)
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):
                 data[key].update(value)

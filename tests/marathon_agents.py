@@ -99,3 +99,33 @@ class KubectlTouches:
                                   text=True, timeout=60)
             results.append(f"{proc.returncode}:{proc.stderr.strip()[:200]}")
         return Report(notes="|".join(results))
+
+
+class CatalogueSnoop:
+    """Looks for the change catalogues the package ships, where the installed package itself
+    says they are (site-packages or a checkout), and in ``roots`` (a subclass's), and reports
+    what it could read."""
+
+    roots: tuple[str, ...] = ()
+
+    def step(self, obs):
+        import json
+
+        from pytest_sremarathon.builtin import APPS_DIR
+
+        read = []
+        for root in (APPS_DIR, *map(Path, self.roots)):
+            for app in sorted(os.listdir(root)):
+                changes = root / app / "changes"
+                try:
+                    names = os.listdir(changes)
+                except OSError:
+                    continue
+                for name in names:
+                    try:
+                        read.append(f"{changes / name} ({len((changes / name).read_bytes())} bytes)")
+                    except OSError:
+                        pass
+        return Report(notes="CATALOGUE:" + json.dumps({
+            "apps_dir": str(APPS_DIR), "read": read,
+            "app_code_visible": [(Path(r) / "shop" / "services").is_dir() for r in (APPS_DIR, *self.roots)]}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.calibration import alert_mix
 
@@ -76,8 +78,41 @@ def test_agent_process_cannot_see_the_ground_truth(tmp_path: Path, write_scenari
     # The run's own output, private state and the catalogues of the scenario it runs stay hidden;
     # another checkout of this (public) repository elsewhere on the machine is out of scope.
     leaks = [p for p in found if p.startswith(runs) or p.startswith("/proc") or p == "own environment"
-             or p.endswith("changes.yaml") and p.startswith(str(HERE.parent / "scenarios" / "apps"))]
+             or p.endswith("changes.yaml") and p.startswith(str(APPS_DIR))]
     assert leaks == []
+
+
+def catalogue_report(bundle: str) -> dict:
+    notes = [e.data["report"]["notes"] for e in open_bundle(bundle).events
+             if e.type == "agent.step" and e.data.get("report") and e.data["report"]["notes"].startswith("CATALOGUE:")]
+    assert notes, f"the snooping agent did not report: {step_outcomes(bundle)}"
+    return json.loads(notes[0][len("CATALOGUE:"):])
+
+
+@pytest.mark.parametrize("apps", ["builtin", "copies"])
+def test_the_packaged_change_catalogue_is_hidden_from_the_agent(tmp_path: Path, write_scenario, apps: str) -> None:
+    """The package ships its apps' curated changes (which tell faulty changes from benign ones):
+    the agent's process cannot read them where the package is installed, also when the scenario
+    runs copies of the apps (`sremarathon init --with-apps`), whose own catalogues are hidden too."""
+    agent, roots = "marathon_agents:CatalogueSnoop", []
+    if apps == "copies":
+        for app in ("shop", "social", "hotel"):
+            shutil.copytree(APPS_DIR / app, tmp_path / "apps" / app)
+        roots = [str(tmp_path / "apps")]
+        (tmp_path / "agents").mkdir()
+        (tmp_path / "agents" / "snoop_copies.py").write_text(
+            f"from marathon_agents import CatalogueSnoop\n\nclass Agent(CatalogueSnoop):\n    roots = {tuple(roots)!r}\n")
+        agent = "snoop_copies:Agent"
+    scenario = write_scenario(duration="30m", cadence="10m", schedule={"faults": 1},
+                              apps_dir="builtin" if apps == "builtin" else str(tmp_path / "apps"))
+    result = run_json("--agent", agent, "--scenario", str(scenario), "--out", str(tmp_path / "runs"),
+                      env={"PYTHONPATH": os.pathsep.join([str(tmp_path / "agents"), str(HERE)])})
+    if result["isolation"] != "namespaces":
+        pytest.skip(f"no namespace isolation on this machine ({result['isolation']})")
+    seen = catalogue_report(result["bundle"])
+    # it looked in the right places: the apps' code is there, their catalogues are not
+    assert seen["apps_dir"] == str(APPS_DIR) and all(seen["app_code_visible"])
+    assert seen["read"] == []
 
 
 @pytest.mark.parametrize("agent, outcome", [("marathon_agents:RaiseEveryStep", "error"),

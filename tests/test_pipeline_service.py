@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
 from pytest_sremarathon.twin.cluster import TwinCluster
 from pytest_sremarathon.twin.runtime import ArtifactStore
 from pytest_sremarathon.twin.store import Store
 
-SHOP = Path(__file__).resolve().parents[1] / "scenarios" / "apps" / "shop"
+SHOP = APPS_DIR / "shop"
 CONFIG = "config/recommendation.yaml"
 
 

@@ -152,8 +152,5 @@ def test_marathon_scenario_option_picks_the_fixtures_marathon(pytester: pytest.P
             assert marathon.name == "marathon[seed=1]"
             assert len(fault_schedule.faults) == 2
     """)
-    missing = pytester.runpytest("test_scn.py", NOOP)
-    assert missing.ret == pytest.ExitCode.INTERRUPTED
-    missing.stdout.fnmatch_lines(["*no marathon scenario at *scenarios/marathon.yaml*marathon_scenario*"])
     result = pytester.runpytest_subprocess("test_scn.py", NOOP, f"--marathon-scenario={scenario.name}")
     result.assert_outcomes(passed=1)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def test_a_thirdparty_agent_package_runs_from_a_fresh_virtualenv(tmp_path: Path,
 
     # a project of the agent team's: the scenario (one virtual hour) and the applications it runs
     project = tmp_path / "project"
-    shutil.copytree(REPO / "scenarios" / "apps" / "shop", project / "scenarios" / "apps" / "shop",
+    shutil.copytree(APPS_DIR / "shop", project / "scenarios" / "apps" / "shop",
                     ignore=shutil.ignore_patterns("__pycache__"))
     scenario = yaml.safe_load(write_scenario("marathon", apps=["shop"], duration="1h", segment="30m",
                                              schedule={"faults": 2}).read_text())

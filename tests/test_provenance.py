@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults import Fault, builtin_registry
@@ -32,7 +33,6 @@ from pytest_sremarathon.twin.store import Store
 
 from test_marathon import run_json
 
-ROOT = Path(__file__).resolve().parent.parent
 NS = "shop"
 
 
@@ -73,7 +73,7 @@ class ShopTwin:
     World with the agent's and the orchestrator's hands made explicit."""
 
     def __init__(self, repos: Path) -> None:
-        app = next(a for a in load_scenario(ROOT / "scenarios" / "marathon.yaml").apps if a.namespace == NS)
+        app = next(a for a in load_scenario(SCENARIOS_DIR / "default.yaml").apps if a.namespace == NS)
         self.clock = VirtualClock(EPOCH + timedelta(hours=10))
         self.store = Store(self.clock)
         self.apps = {NS: app}

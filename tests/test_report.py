@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sremarathon.baselines import RollbackAgent
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.report import collect, render
 from pytest_sremarathon.scoring import score_bundle
@@ -39,10 +40,9 @@ class ReportedAgent(RollbackAgent):
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import yaml
 
-    repo = Path(__file__).resolve().parent.parent
     tmp = tmp_path_factory.mktemp("report")
-    data = yaml.safe_load((repo / "scenarios" / "marathon.yaml").read_text())
-    data.update(apps_dir=str(repo / "scenarios" / "apps"), duration="2h", segment="1h")
+    data = yaml.safe_load((SCENARIOS_DIR / "default.yaml").read_text())
+    data.update(apps_dir=str(APPS_DIR), duration="2h", segment="1h")
     data["schedule"]["faults"] = 5
     scenario = tmp / "short.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.calibration import lognormal_fit, weibull_shape_mle
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import builtin_registry
@@ -87,7 +88,7 @@ def test_the_default_marathon_is_dense_overlapping_and_mostly_change_induced() -
     from pytest_sremarathon.calibration import describe
     from pytest_sremarathon.hookspecs import standalone_plugin_manager  # noqa: F401 - plugins may add kinds
 
-    scenario = load_scenario(Path(__file__).resolve().parent.parent / "scenarios" / "marathon.yaml")
+    scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
     assert [a.namespace for a in scenario.apps] == ["shop", "social", "hotel"]
     stats = describe(generate(scenario, builtin_registry(), scenario.spec.seed, EPOCH).faults)
     assert stats.faults >= 55

@@ -10,7 +10,6 @@ agent's single correct answer plus a real fix still earns the full 100 for that 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -22,8 +21,9 @@ from test_marathon import run_json
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SCENARIO = REPO / "scenarios" / "marathon.yaml"
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
+
+DEFAULT_SCENARIO = SCENARIOS_DIR / "default.yaml"
 SPRAYERS = ["SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing"]
 #: What sprayed localization may add on top of correlation, in Marathon-Score points: at most
 #: a third of the localization weight (three or more candidates per fault).
@@ -36,7 +36,7 @@ def marathon_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dic
 
     tmp = tmp_path_factory.mktemp("gaming")
     data = yaml.safe_load(DEFAULT_SCENARIO.read_text())
-    data.update(apps_dir=str(REPO / "scenarios" / "apps"), duration="3h", segment="3h")
+    data.update(apps_dir=str(APPS_DIR), duration="3h", segment="3h")
     data["schedule"].update(faults=15, warmup="10m", quiet_tail="20m")
     scenario = tmp / "gaming.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -1,4 +1,4 @@
-"""Curated changes per application (``scenarios/apps/<app>/changes/*.yaml``): what the
+"""Curated changes per application (``<apps_dir>/<app>/changes/*.yaml``): what the
 orchestrator ships through the pipeline, benign or faulty."""
 
 from __future__ import annotations

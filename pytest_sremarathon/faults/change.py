@@ -1,6 +1,6 @@
 """Faults that arrive as changes through the deploy pipeline (code, configuration, manifests).
 
-Injection commits a curated change (``scenarios/apps/<app>/changes/*.yaml``) and deploys it;
+Injection commits a curated change (``<apps_dir>/<app>/changes/*.yaml``) and deploys it;
 the root cause is ``service:<app>/<service>`` and the cause the pipeline change id. The on-call
 cleanup at the end of the window reverts the change if it is still in the tree.
 

@@ -186,11 +186,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     import argparse
 
     from ..apps import load_app
+    from ..builtin import APPS_DIR
     from ..pipeline.build import package
     from ..runtime.artifacts import datastore
 
     p = argparse.ArgumentParser(prog="python -m pytest_sremarathon.kube.images")
-    p.add_argument("--apps-dir", type=Path, default=Path("scenarios/apps"))
+    p.add_argument("--apps-dir", type=Path, default=APPS_DIR, help="one <app>/ per application (default: the built-in ones)")
     p.add_argument("--app", required=True)
     p.add_argument("--service", required=True)
     p.add_argument("--context", type=Path, required=True, help="directory to write the build context to")

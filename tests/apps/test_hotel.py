@@ -1,4 +1,4 @@
-"""The hotel application (``scenarios/apps/hotel``), end to end on the embedded twin.
+"""The hotel application (``pytest_sremarathon/scenarios/apps/hotel``), end to end on the embedded twin.
 
 Nothing is mocked: the app loads, its build runs the app's own unit tests, a TwinCluster runs
 the real handler code behind real Deployments and Services deployed through the pipeline, and
@@ -24,6 +24,7 @@ from pytest_sremarathon.alerts.engine import AlertEngine
 from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES
 from pytest_sremarathon.apps import AppSpec, load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
@@ -35,7 +36,7 @@ from pytest_sremarathon.twin.quantity import memory_bytes
 from pytest_sremarathon.twin.runtime import ArtifactStore
 from pytest_sremarathon.twin.store import Store
 
-APP_ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "apps" / "hotel"
+APP_ROOT = APPS_DIR / "hotel"
 NS = "hotel"
 TICK = 30.0
 WARMUP_TICKS = 20  # 10 virtual minutes: datastores come up, then the services that probe them

@@ -1,4 +1,4 @@
-"""The social network application (``scenarios/apps/social``), end to end on the twin.
+"""The social network application (``pytest_sremarathon/scenarios/apps/social``), end to end on the twin.
 
 Everything is real: the app definition, its git-backed pipeline (build = the app's own unit
 tests), the twin cluster running the handler code, the alert rules. A healthy deploy must run
@@ -24,6 +24,7 @@ from pytest_sremarathon.alerts.engine import AlertEngine
 from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES
 from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults import builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
@@ -36,7 +37,7 @@ from pytest_sremarathon.twin.quantity import memory_bytes
 from pytest_sremarathon.twin.runtime import ArtifactStore
 from pytest_sremarathon.twin.store import Store
 
-APP_ROOT = Path(__file__).resolve().parents[2] / "scenarios" / "apps" / "social"
+APP_ROOT = APPS_DIR / "social"
 NS = "social"
 TICK = 30.0
 WARMUP_TICKS = 20  # 10 virtual minutes: pods start, probes pass, timelines begin to fill

@@ -6,7 +6,7 @@ the real pipeline), run the cluster until the kind's documented effects show in 
 wrong repairs (rolling back a benign change, restarting the pods), turns true after the documented
 repair (reverting the faulty change through the pipeline) and stays true.
 
-Plus the catalogue's own rules, for every app under ``scenarios/apps/``: each curated change
+Plus the catalogue's own rules, for every built-in app (``pytest_sremarathon/scenarios/apps/``): each curated change
 applies on its own and builds, changes edit disjoint regions (any subset applies in any order),
 and a faulty change reverts cleanly under later changes and re-applies after its revert.
 """
@@ -28,6 +28,7 @@ import yaml
 from pytest_sremarathon.alerts.rules import (crash_looping, high_error_rate, latency_slo_burn, memory_near_limit,
                                              oom_killed, pods_not_ready)
 from pytest_sremarathon.apps import AppSpec, load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
@@ -42,7 +43,7 @@ from pytest_sremarathon.twin.scheduler import ZONE
 from pytest_sremarathon.twin.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
-APPS = REPO / "scenarios" / "apps"
+APPS = APPS_DIR
 INTERNALS = REPO / "docs" / "INTERNALS.md"
 SHOP = APPS / "shop"
 REGISTRY = builtin_registry()

@@ -22,6 +22,7 @@ import pytest
 
 from pytest_sremarathon.agent.host import AgentSpec
 from pytest_sremarathon.apps import AppSpec
+from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.faults import Fault, FaultKind, builtin_registry
@@ -36,8 +37,7 @@ from pytest_sremarathon.twin.objects import condition, pod_is_active
 from pytest_sremarathon.twin.runtime import ArtifactStore
 from pytest_sremarathon.twin.store import Store, iso
 
-ROOT = Path(__file__).resolve().parents[2]
-SCENARIO = ROOT / "scenarios" / "marathon.yaml"
+SCENARIO = SCENARIOS_DIR / "default.yaml"
 NS = "shop"
 
 

@@ -14,11 +14,11 @@ from typing import Any, Optional
 
 import yaml
 
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 from pytest_sremarathon.twin.backend import TwinBackend
 
-REPO = Path(__file__).resolve().parents[2]
 ORCHESTRATOR_TOKEN = "orchestrator-token-upstream-0123"
 
 
@@ -55,8 +55,8 @@ class Upstream:
 
 
 def shop_scenario(tmp: Path) -> Path:
-    data = yaml.safe_load((REPO / "scenarios" / "marathon.yaml").read_text())
-    data.update(apps_dir=str(REPO / "scenarios" / "apps"), apps=["shop"], duration="1h", segment="1h")
+    data = yaml.safe_load((SCENARIOS_DIR / "default.yaml").read_text())
+    data.update(apps_dir=str(APPS_DIR), apps=["shop"], duration="1h", segment="1h")
     path = tmp / "shop.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -14,20 +14,20 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
 from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.kube import images
 from pytest_sremarathon.pipeline.build import package
 from pytest_sremarathon.twin.runtime import Artifact
 
 pytestmark = pytest.mark.docker
 
-SHOP = Path(__file__).resolve().parents[2] / "scenarios" / "apps" / "shop"
+SHOP = APPS_DIR / "shop"
 
 
 def _docker(*args: str, check: bool = True) -> str:

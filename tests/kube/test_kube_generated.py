@@ -15,10 +15,11 @@ from typing import Iterator
 
 import pytest
 import yaml
-from kube_support import REPO, ORCHESTRATOR_TOKEN, Recorder, shop_scenario
+from kube_support import ORCHESTRATOR_TOKEN, Recorder, shop_scenario
 
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES, crash_looping
 from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.kube import images, kind, manifests, node_faults
 from pytest_sremarathon.kube.api import KubeApi
@@ -32,7 +33,7 @@ from pytest_sremarathon.twin.cluster import Topology, TwinCluster
 from pytest_sremarathon.twin.runtime import ArtifactStore
 from pytest_sremarathon.twin.store import Store
 
-SHOP = REPO / "scenarios" / "apps" / "shop"
+SHOP = APPS_DIR / "shop"
 
 
 # -- kind ------------------------------------------------------------------------------------------

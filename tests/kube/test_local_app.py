@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_sremarathon.apps import AppSpec, load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.faults.catalogue import load_catalogue
 from pytest_sremarathon.kube.scrape import PodScrape, ServiceMetrics, parse
@@ -20,8 +21,7 @@ from pytest_sremarathon.kube.traffic import LoadGenerator, http_sender
 from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.runtime.local import LocalCluster
 
-REPO = Path(__file__).resolve().parents[2]
-SHOP = REPO / "scenarios" / "apps" / "shop"
+SHOP = APPS_DIR / "shop"
 
 
 class LocalShop:

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.kube.scrape import PodCounters, histogram_quantile, parse
 from pytest_sremarathon.pipeline.build import package
 from pytest_sremarathon.runtime import (ArtifactError, HttpRouter, Registry, ServiceServer, burn_cpu, content_digest,
@@ -19,8 +20,7 @@ from pytest_sremarathon.runtime import (ArtifactError, HttpRouter, Registry, Ser
 from pytest_sremarathon.runtime.artifacts import datastore
 from pytest_sremarathon.twin.runtime import Artifact, Context, ServiceError, StoreError, UpstreamTimeout
 
-REPO = Path(__file__).resolve().parents[2]
-SHOP = REPO / "scenarios" / "apps" / "shop"
+SHOP = APPS_DIR / "shop"
 
 SLOW = '''
 def slow(ctx, req):

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.twin.backend import TwinBackend
 from pytest_sremarathon.twin.objects import condition, pod_is_ready
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 class AllowAll:
@@ -32,7 +32,7 @@ class Shop:
     def __init__(self, tmp: Path, start_hour: int = 0) -> None:
         self.clock = VirtualClock()
         self.clock.advance(start_hour * 3600)
-        scenario = load_scenario(REPO / "scenarios" / "marathon.yaml")
+        scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
         scenario.apps = [a for a in scenario.apps if a.namespace == "shop"]
         self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=AllowAll(),
                                    private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={"t": "agent"})

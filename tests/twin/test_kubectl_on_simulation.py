@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.twin.backend import TwinBackend
 
-REPO = Path(__file__).resolve().parents[2]
 TOKEN = "sim-agent-token"
 
 
@@ -62,7 +62,7 @@ class Sim:
     def __init__(self, tmp: Path) -> None:
         self.clock = VirtualClock()
         self.admission = Recorder()
-        scenario = load_scenario(REPO / "scenarios" / "marathon.yaml")
+        scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
         self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
                                    private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"})
         self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", TOKEN)
@@ -124,7 +124,7 @@ def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl
 
 def test_logs_by_deployment_show_a_real_traceback(sim: Sim, kc: Kubectl) -> None:
     # a bad deploy: the shop's curated change that breaks JPY conversions (its unit tests pass)
-    scenario = load_scenario(REPO / "scenarios" / "marathon.yaml")
+    scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
     change = next(c for c in scenario.catalogues["shop"] if c.id == "currency-minor-units")
     sim.backend.pipelines.commit_edits("shop", [(e.file, e.find, e.replace) for e in change.edits], change.message,
                                        change.author)
