@@ -27,6 +27,7 @@ store's changes and the recorded actions, so the same run gives the same attribu
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Optional
@@ -170,6 +171,7 @@ class Provenance:
     _replacements: dict[tuple[str, str], list[Cause]] = field(default_factory=dict)
     _expected: list[_Expected] = field(default_factory=list)
     _seq: int = 0
+    _expect_lock: threading.Lock = field(default_factory=threading.Lock)  # expect() runs on request threads
     effects: list[Effect] = field(default_factory=list)  # agent effects since the last drain
 
     def __post_init__(self) -> None:
@@ -191,8 +193,9 @@ class Provenance:
         if parsed is None:
             return
         kind, ns, name, _subresource = parsed  # a pod's eviction matches the pod
-        self._seq += 1
-        self._expected.append(_Expected(cause, kind, ns, name, self._seq))
+        with self._expect_lock:
+            self._seq += 1
+            self._expected.append(_Expected(cause, kind, ns, name, self._seq))
 
     def observe(self, *, only: Optional[str] = None) -> None:
         """Attribute every change since the last look. ``only`` limits which expected causes
@@ -216,7 +219,8 @@ class Provenance:
         for ev_type, ns, name, owner in pod_events:
             if ev_type == "ADDED" and self.store.get("Pod", ns, name) is not None:
                 self._causes[("Pod", ns, name, "origin")] = self._pod_origin(ns, owner, now)
-        self._expected = [e for e in self._expected if now - e.cause.t <= EXPECT_FOR]
+        with self._expect_lock:
+            self._expected = [e for e in self._expected if now - e.cause.t <= EXPECT_FOR]
 
     def drain_effects(self) -> list[Effect]:
         out, self.effects = self.effects, []
@@ -259,7 +263,9 @@ class Provenance:
 
     def _match(self, kind: str, ns: Optional[str], name: str, only: Optional[str]) -> Optional[Cause]:
         best: Optional[_Expected] = None
-        for e in self._expected:
+        with self._expect_lock:
+            expected = list(self._expected)
+        for e in expected:
             if only is not None and e.cause.actor != only:
                 continue
             if e.matches(kind, ns, name) and (best is None or (e.cause.t, e.seq) >= (best.cause.t, best.seq)):
