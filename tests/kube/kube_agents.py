@@ -8,7 +8,7 @@ from pytest_sremarathon import Report
 class ActsThroughThePolicyLayer:
     """Each step: reads pods, annotates a deployment (allowed), tries to delete the app's
     namespace (denied) and lists the pipeline's changes — all through the agent's kubeconfig
-    and pipeline handle."""
+    and pipeline handle. At its first step it also restarts ``cart`` (a pod template change)."""
 
     def setup(self, env) -> None:
         from kubernetes import client, config
@@ -20,6 +20,9 @@ class ActsThroughThePolicyLayer:
         from kubernetes.client.exceptions import ApiException
 
         pods = self.core.list_namespaced_pod("shop").items
+        if obs.step == 1:
+            self.apps.patch_namespaced_deployment("cart", "shop", {"spec": {"template": {"metadata": {
+                "annotations": {"kubectl.kubernetes.io/restartedAt": obs.time.isoformat()}}}}})
         self.apps.patch_namespaced_deployment("email", "shop",
                                               {"metadata": {"annotations": {"agent-step": str(obs.step)}}})
         try:

@@ -48,7 +48,12 @@ def test_a_marathon_runs_on_the_real_backend_adapter(write_scenario, tmp_path: P
     denied = [a for a in actions if not a["allowed"]]
     allowed = [a for a in actions if a["allowed"] and a["verb"] == "patch"]
     assert denied and all(a["rule"] == "no-delete-namespace" and a["status"] == 403 for a in denied)
-    assert len(allowed) == len(steps) and all(a["status"] == 200 for a in allowed)
+    assert len(allowed) == len(steps) + 1 and all(a["status"] == 200 for a in allowed)
+    # provenance through the mirror: the restart changed cart's pod template, the annotations
+    # on email changed nothing a mitigation condition reads
+    restart = next(a["id"] for a in allowed if a["target"].endswith("/deployments/cart"))
+    effects = [(e["action"], e["object"], e["aspect"]) for e in by_type.get("truth.effect", [])]
+    assert effects == [(restart, "Deployment/shop/cart", "template")]
     slis = by_type["sli"]
     assert slis and set(slis[-1]["services"]) >= {"shop/frontend", "shop/cart-cache"}
     assert 0 <= result.score.score <= 100 and result.score.complete
