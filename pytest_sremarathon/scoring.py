@@ -241,6 +241,9 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         if kind == "run.start":
             run_start = parse_iso(d["start"]) if d.get("start") else t
             version = int(d.get("scoring_version", 1))
+            if version > SCORING_VERSION:
+                raise ValueError(f"the run was recorded for scoring version {version}, newer than this "
+                                 f"sremarathon's ({SCORING_VERSION}); score it with the version that ran it")
         elif kind == "run.end":
             run_end = t
         elif kind == "truth.fault":

@@ -286,3 +286,19 @@ def test_records_from_before_versioning_are_version_1(tmp_path):
            if e.type == "run.start" else e for e in r.events]
     assert score_events(old).scoring_version == 1 and only(score_events(old), "f1").localization_credit == 1.0
     assert only(score_events(r.events), "f1").localization_credit == pytest.approx(1 / len(CANDIDATES))
+
+
+def test_a_bundle_of_newer_rules_is_refused_with_one_line(tmp_path):
+    from test_marathon import run_cli
+
+    r = run(tmp_path, version=3)
+    r.now = at(120)
+    r.end()
+    archive = r.seal()
+    with pytest.raises(ValueError, match="scoring version 3, newer than this sremarathon's"):
+        score_bundle(open_bundle(archive))
+    proc = run_cli("score", str(archive))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "sremarathon score: the run was recorded for scoring version 3, newer than this sremarathon's (2); "
+        "score it with the version that ran it"]
