@@ -89,7 +89,9 @@ class ClusterTelemetry(Protocol):
 class Admission(Protocol):
     def decide(self, req: MutationRequest) -> Decision: ...
 
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None: ...
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> Optional[str]:
+        """Record the request; may return the action's id (``act-00042``)."""
+        ...
 
 
 @dataclass
@@ -190,6 +192,7 @@ class _Ctx:
     raw_body: bytes
     actor: str
     conn: socket.socket
+    release: Callable[[], None] = lambda: None  # let the think-time gate go (a stream, after its start)
 
     @property
     def accept(self) -> str:
@@ -298,8 +301,9 @@ class ApiServer(LoopbackServer):
                 if path == "/version" and method == "GET":
                     return 200, _JSON, self._static["/version"]
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            ctx = _Ctx(method, path, query, headers, body, actor, conn)
-            return self._route(ctx)
+            with self.gate(actor, method, path) as held:
+                ctx = _Ctx(method, path, query, headers, body, actor, conn, held.release)
+                return self._route(ctx)
         except _Stream:
             raise
         except ApiError as e:
@@ -555,6 +559,7 @@ class ApiServer(LoopbackServer):
                 raise _Stream()
             if out:
                 conn.sendall(b"".join(out))
+            ctx.release()  # the watch streams on while the cluster runs
             last_bookmark = time.monotonic()
             while not self._stopping.is_set():
                 out = []
