@@ -125,6 +125,25 @@ agent:
   # Wall seconds one step may take before it is cut off and recorded as a timeout
   # (--marathon-step-budget / --step-budget override it).
   step_budget: {agent.step_budget}
+  # What the agent's thinking costs in virtual time (--think-time / --marathon-think-time
+  # override it): frozen (time stops while it thinks), per-request:SECONDS (every request it
+  # makes to the Kubernetes API, the pipeline or telemetry costs SECONDS; discovery is free) or
+  # wall[:FACTOR] (the step's wall-clock time x FACTOR). The cluster runs on meanwhile.
+  think_time: {agent.think_time}
+
+# The build pipeline: a build queues (one at a time per app) and takes a duration drawn per app
+# from a lognormal in ln-minutes, then rolls out; `builds: instant` deploys at once.
+pipeline:
+  # lognormal | instant
+  builds: {pipeline.builds}
+  # ln-minutes of a build: mean and standard deviation of the per-app draw.
+  build_ln_minutes_mu: {pipeline.build_ln_minutes_mu}
+  build_ln_minutes_sigma: {pipeline.build_ln_minutes_sigma}
+  # The per-app duration is clipped to this range.
+  build_min: {pipeline.build_min}
+  build_max: {pipeline.build_max}
+  # Standard deviation of one build's ln-duration around its app's.
+  build_jitter: {pipeline.build_jitter}
 
 # The policy point every request of the agent passes; a denied request gets a 403 and is
 # recorded. Leave a rule out to allow what it denies:
