@@ -248,6 +248,7 @@ class Marathon:
             seed, sorted(self.apps), mu=pc.build_ln_minutes_mu, sigma=pc.build_ln_minutes_sigma, low=pc.build_min,
             high=pc.build_max, jitter=pc.build_jitter)
         self._committed_schedule = self.schedule.to_json()
+        self._scheduled = {f.id: f.start for f in self.schedule.faults}
         self._salt = hashlib.sha256(f"sremarathon-salt:{seed}:{self.scenario.digest}".encode()).hexdigest()
         self.emit("run.start", RunStart(
             scenario=spec.name, scenario_digest=self.scenario.digest, seed=seed, agent=self.options.agent.label,
@@ -382,7 +383,9 @@ class Marathon:
         return score_events(self.writer.events, until=self.clock.now, attribution=self._attribution)
 
     def faults_in(self, segment: SegmentWindow) -> list[Fault]:
-        return [f for f in self.schedule.faults if segment.start <= f.start < segment.end]
+        """The faults scheduled to arrive in ``segment`` (by their scheduled start: a faulty
+        change's window starts later, when its build is deployed, and it stays in this segment)."""
+        return [f for f in self.schedule.faults if segment.start <= self._scheduled[f.id] < segment.end]
 
     # -- one tick --------------------------------------------------------------------------
     def _tick(self, during_step: bool = False) -> None:
@@ -568,6 +571,7 @@ class Marathon:
         if charge is not None:
             record = record.model_copy(update={
                 "started": iso(charge.started), "due": iso(due or charge.started),
-                "virtual_seconds": round(charge.seconds, 3), "requests": charge.requests,
+                "virtual_seconds": round(charge.seconds, 3),
+                "requests": charge.requests if self.think.charged else None,  # (frozen: not counted)
                 "overrun_seconds": round(overrun, 3)})
         self.emit("agent.step", record)
