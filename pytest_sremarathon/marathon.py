@@ -303,6 +303,8 @@ class Marathon:
         if self.think.charged:
             self.stepclock = StepClock(self.think, self.clock, self._advance_during_step, lambda: self.end_time)
             self.server.gate = self.stepclock.gate  # type: ignore[method-assign]
+            stepclock = self.stepclock
+            self.host.simulating = lambda: stepclock.simulated  # the step budget is the agent's own time
             self.stepclock.hold()  # from here on the agent's requests are served within steps
 
     def advance_to(self, t: datetime) -> None:

@@ -176,6 +176,7 @@ class StepClock:
         self._inbox: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         self._requests = 0
         self._held_by_marathon = False
+        self.simulated = 0.0  # wall seconds spent advancing the cluster during the current step
 
     # -- the request side (API server and policy-proxy threads) ----------------------------
     def gate(self, actor: Optional[str], method: str, path: str) -> _Held:
@@ -227,6 +228,7 @@ class StepClock:
                 self._inbox.put(("done", None))
 
         self._requests = 0
+        self.simulated = 0.0
         self._in_step = True
         self.unhold()
         thread = threading.Thread(target=worker, name="agent-step", daemon=True)
@@ -253,9 +255,11 @@ class StepClock:
             if kind == "done":
                 return
             target = min(self.clock.now + _td(seconds), max(self.limit(), self.clock.now))
+            t0 = time.monotonic()
             try:
                 self.advance(target)
             finally:
+                self.simulated += time.monotonic() - t0
                 done.set()
 
     def _run_wall(self, t0: float, started: datetime) -> None:
@@ -268,7 +272,9 @@ class StepClock:
             target = min(started + _td((time.monotonic() - t0) * factor), max(self.limit(), self.clock.now))
             with self.world:
                 if target > self.clock.now:
+                    t1 = time.monotonic()
                     self.advance(target)
+                    self.simulated += time.monotonic() - t1
             if kind == "done":
                 return
 
