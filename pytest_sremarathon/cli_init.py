@@ -136,11 +136,13 @@ agent:
 pipeline:
   # lognormal | instant
   builds: {pipeline.builds}
-  # ln-minutes of a build: mean and standard deviation of the per-app draw.
+  # Mean of a build's ln-minutes (the per-app draw; e^mu is the median build).
   build_ln_minutes_mu: {pipeline.build_ln_minutes_mu}
+  # Standard deviation of a build's ln-minutes (the spread between apps).
   build_ln_minutes_sigma: {pipeline.build_ln_minutes_sigma}
-  # The per-app duration is clipped to this range.
+  # No app's build is shorter than this …
   build_min: {pipeline.build_min}
+  # … or longer than this.
   build_max: {pipeline.build_max}
   # Standard deviation of one build's ln-duration around its app's.
   build_jitter: {pipeline.build_jitter}

@@ -186,7 +186,6 @@ class Marathon:
         self.start_time = EPOCH
         self.end_time = EPOCH + timedelta(seconds=spec.duration)
         self.tick_seconds = spec.tick
-        self.cadence_ticks = int(round(spec.cadence / spec.tick))
         self.segments = segment_windows(scenario)
         self.apps: dict[str, AppSpec] = {a.namespace: a for a in scenario.apps}
         self.registry: dict[str, FaultKind] = builtin_registry()
