@@ -50,6 +50,8 @@ def run_one(agent: str, seed: int, args: argparse.Namespace, runs_dir: Path) -> 
         cmd += ["--duration", args.duration]
     if args.step_budget:
         cmd += ["--step-budget", str(args.step_budget)]
+    if args.think_time:
+        cmd += ["--think-time", args.think_time]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     t0 = time.perf_counter()
     try:
@@ -128,7 +130,7 @@ def summarize(agent: str, seed: int, result: dict[str, Any]) -> dict[str, Any]:
     faults = [f for f in result.get("faults") or [] if isinstance(f, dict)]
     row.update(score=_number(result.get("score")), n=len(faults), C=_stage(faults, "correlated"),
                L=_stage(faults, "localized"), R=_stage(faults, "repaired"),
-               gap=_number(result.get("declared_done_gap")),
+               gap=_number(result.get("declared_done_gap")), think=result.get("think_time"),
                wall=_number(result.get("process_wall_seconds")))
     credits = [_number(f.get("localization_credit")) for f in faults if "localization_credit" in f]
     credits = [c for c in credits if c is not None]
@@ -137,6 +139,7 @@ def summarize(agent: str, seed: int, result: dict[str, Any]) -> dict[str, Any]:
     cands = [c for c in cands if c is not None]
     row["max_candidates"] = max(cands) if cands else None
     row["collateral"] = _collateral(result)
+    row["r_share"] = 100.0 * row["R"] / len(faults) if faults and row.get("R") is not None else None
     version = result.get("scoring_version")
     if version is None and isinstance(result.get("scoring"), dict):
         version = result["scoring"].get("version")
@@ -144,14 +147,14 @@ def summarize(agent: str, seed: int, result: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-COLUMNS = [("agent", "agent"), ("seed", "seed"), ("score", "score"), ("C", "C"), ("L", "L"), ("R", "R"),
-           ("N", "n"), ("L credit", "l_credit"), ("max cands", "max_candidates"), ("collateral", "collateral"),
+COLUMNS = [("agent", "agent"), ("seed", "seed"), ("think time", "think"), ("score", "score"), ("C", "C"), ("L", "L"),
+           ("R", "R"), ("N", "n"), ("R %", "r_share"), ("L credit", "l_credit"), ("max cands", "max_candidates"), ("collateral", "collateral"),
            ("gap", "gap"), ("wall s", "wall")]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |",
-             "|" + "|".join("---" if k in ("agent", "collateral") else "---:" for _, k in COLUMNS) + "|"]
+             "|" + "|".join("---" if k in ("agent", "collateral", "think") else "---:" for _, k in COLUMNS) + "|"]
     for row in rows:
         if "error" in row:
             cells = [row["agent"], str(row["seed"]), f"error: {row['error']}"] + [""] * (len(COLUMNS) - 3)
@@ -159,7 +162,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             cells = []
             for _, key in COLUMNS:
                 v = row.get(key)
-                if key in ("agent", "collateral"):
+                if key in ("agent", "collateral", "think"):
                     cells.append(DASH if v is None else str(v))
                 elif key == "seed":
                     cells.append(str(v))
@@ -189,6 +192,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--scenario", type=Path, default=SCENARIO, help="scenario (default: the default marathon)")
     parser.add_argument("--duration", help="override the run length (e.g. 2h) for a quick look")
     parser.add_argument("--step-budget", type=float, help="wall seconds per agent step (passed to the CLI)")
+    parser.add_argument("--think-time", metavar="MODE", help="think-time model (passed to the CLI; default: the "
+                                                             "scenario's)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="wall seconds per run (default 1800)")
     parser.add_argument("--runs-dir", type=Path, default=REPO / "sremarathon-runs" / "ladder",
                         help="where the bundles go (default: %(default)s)")

@@ -23,6 +23,7 @@ from .errors import ConfigError, SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
 from .scenario import Scenario, load_scenario
 from .scoring import format_table
+from .thinktime import think_time_option
 
 DEFAULT_OUT = Path("sremarathon-runs")
 SCENARIO_HELP = ("a built-in scenario's name (" + ", ".join(builtin.builtin_scenarios()) + "; `sremarathon "
@@ -66,6 +67,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-budget", type=float, metavar="SECONDS", help="wall seconds per agent step")
     p.add_argument("--signing-key", type=Path, metavar="FILE", help="ed25519 private key to sign the bundle with")
     p.add_argument("--duration", metavar="DURATION", help="override the run length (e.g. 2h) for a quick run")
+    p.add_argument("--think-time", metavar="MODE",
+                   help="what the agent's thinking costs in virtual time: frozen, per-request:SECONDS (each "
+                        "request the agent makes costs SECONDS) or wall[:FACTOR] (the step's wall time × FACTOR); "
+                        "default: the scenario's agent.think_time")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -78,6 +83,7 @@ def result_json(result: RunResult) -> dict[str, Any]:
         "false_resolution_rate": score.false_resolution_rate,
         "bundle": str(result.bundle),
         "run_id": result.run_id,
+        "think_time": result.think_time,
         "virtual_seconds": result.virtual_seconds,
         "wall_seconds": round(result.wall_seconds, 3),
         "isolation": result.isolation,
@@ -114,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = open_scenario(args.scenario)
         if args.duration:
             scenario = scenario.with_overrides(duration=parse_duration(args.duration))
+        think = think_time_option(args.think_time, "--think-time")
         if args.agent:
             check_agent(args.agent)  # fail fast, in one line, before starting anything
         spec = AgentSpec.from_options(args.agent, args.agent_cmd)
@@ -122,13 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     seed = args.seed if args.seed is not None else scenario.spec.seed
     options = MarathonOptions(agent=spec, seed=seed, out_dir=args.out, step_budget=args.step_budget,
-                              signing_key=key, progress=_progress_printer(args.quiet or args.json))
+                              signing_key=key, progress=_progress_printer(args.quiet or args.json), think_time=think)
     from .hookspecs import standalone_plugin_manager
 
     marathon = Marathon(scenario, options, hook=standalone_plugin_manager().hook)
     if not (args.quiet or args.json):
         print(f"sremarathon: {scenario.name} seed {seed} ({builtin.describe(scenario.path)}), "
-              f"{len(scenario.apps)} app(s), {scenario.spec.duration / 3600:g} virtual hours, agent {spec.label}",
+              f"{len(scenario.apps)} app(s), {scenario.spec.duration / 3600:g} virtual hours, agent {spec.label}, "
+              f"think time {think or scenario.spec.agent.think}",
               file=sys.stderr, flush=True)
     try:
         result = marathon.run()
@@ -147,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_table(result.score))
         print(f"\nMarathon-Score: {result.score.score:.1f} / 100   "
-              f"(virtual {result.virtual_seconds / 3600:g} h in {result.wall_seconds:.1f} s wall)")
+              f"(virtual {result.virtual_seconds / 3600:g} h in {result.wall_seconds:.1f} s wall; "
+              f"think time {result.think_time})")
         print(f"bundle: {result.bundle}")
     return 0
 

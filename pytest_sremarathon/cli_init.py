@@ -125,6 +125,27 @@ agent:
   # Wall seconds one step may take before it is cut off and recorded as a timeout
   # (--marathon-step-budget / --step-budget override it).
   step_budget: {agent.step_budget}
+  # What the agent's thinking costs in virtual time (--think-time / --marathon-think-time
+  # override it): frozen (time stops while it thinks), per-request:SECONDS (every request it
+  # makes to the Kubernetes API, the pipeline or telemetry costs SECONDS; discovery is free) or
+  # wall[:FACTOR] (the step's wall-clock time x FACTOR). The cluster runs on meanwhile.
+  think_time: {agent.think_time}
+
+# The build pipeline: a build queues (one at a time per app) and takes a duration drawn per app
+# from a lognormal in ln-minutes, then rolls out; `builds: instant` deploys at once.
+pipeline:
+  # lognormal | instant
+  builds: {pipeline.builds}
+  # Mean of a build's ln-minutes (the per-app draw; e^mu is the median build).
+  build_ln_minutes_mu: {pipeline.build_ln_minutes_mu}
+  # Standard deviation of a build's ln-minutes (the spread between apps).
+  build_ln_minutes_sigma: {pipeline.build_ln_minutes_sigma}
+  # No app's build is shorter than this …
+  build_min: {pipeline.build_min}
+  # … or longer than this.
+  build_max: {pipeline.build_max}
+  # Standard deviation of one build's ln-duration around its app's.
+  build_jitter: {pipeline.build_jitter}
 
 # The policy point every request of the agent passes; a denied request gets a 403 and is
 # recorded. Leave a rule out to allow what it denies:

@@ -70,6 +70,12 @@ class RunStart(_Data):
     # The scoring rules the records are written for (scoring.SCORING_VERSION); bundles from
     # before version 2 lack the key.
     scoring_version: int = 1
+    # What the agent's thinking costs (thinktime.py): frozen | per-request:SECONDS | wall:FACTOR;
+    # bundles from before issue 14 lack it (they were frozen, and deployed at once).
+    think_time: str = "frozen"
+    # How builds take time: "instant", or the per-app build durations drawn for this run
+    # ({"model": "lognormal", "seconds": {app: s}, "jitter": sd}).
+    builds: Optional[dict[str, Any]] = None
 
 
 class RunEnd(_Data):
@@ -79,10 +85,21 @@ class RunEnd(_Data):
 
 
 class AgentStep(_Data):
+    """One agent step, recorded when it ended (its findings are made then). In the charged
+    think-time models the step took virtual time: it began at ``started`` (it was due at ``due``;
+    later when the previous step overran), cost ``virtual_seconds`` for ``requests`` charged
+    requests, and ``overrun_seconds`` says how far it ran past the next step's due time (that
+    step is delayed: steps never overlap)."""
+
     step: int
     outcome: Literal["ok", "error", "timeout", "invalid", "dead"]
     error: Optional[str] = None
     report: Optional[Report] = None
+    started: Optional[str] = None
+    due: Optional[str] = None
+    virtual_seconds: Optional[float] = None
+    requests: Optional[int] = None
+    overrun_seconds: Optional[float] = None
 
 
 class Action(_Data):
@@ -107,11 +124,35 @@ class ChangeCommitted(_Data):
 
 
 class Deployed(_Data):
+    """A deploy applied to the cluster: its rollout starts now."""
+
     actor: Literal["agent", "orchestrator"]
     app: str
     ref: str
     commit: str
     artifacts: dict[str, str]  # service -> image digest
+    action: Optional[str] = None  # the agent's Action.id that queued it (a build that took time)
+    build: Optional[str] = None  # the Build id, when builds take time
+
+
+class BuildRecord(_Data):
+    """A transition of one pipeline build (pipeline/builds.py): queued, building (for
+    ``seconds``), deploying (the rollout started: a ``pipeline.deploy`` record too), deployed
+    (rolled out), failed, superseded."""
+
+    id: str
+    app: str
+    actor: Literal["agent", "orchestrator"]
+    action: Optional[str] = None
+    commit: str
+    ref: str
+    state: Literal["queued", "building", "deploying", "deployed", "failed", "superseded"]
+    at: Optional[str] = None  # when it happened, if earlier than the record (a build that started at
+    # the previous one's end)
+    seconds: Optional[float] = None
+    error: Optional[str] = None
+    superseded_by: Optional[str] = None
+    workloads: list[str] = Field(default_factory=list)
 
 
 class AlertTransition(_Data):
@@ -194,6 +235,7 @@ EVENT_DATA: dict[str, type[_Data]] = {
     "action": Action,
     "pipeline.change": ChangeCommitted,
     "pipeline.deploy": Deployed,
+    "pipeline.build": BuildRecord,
     "alert": AlertTransition,
     "sli": SLISample,
     "cluster": ClusterEvent,

@@ -35,6 +35,7 @@ from .bundle import BundleWriter, commitment, open_bundle
 from .clock import EPOCH, VirtualClock, iso
 from .events import (Action, Deployed, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthEffect, TruthFault,
                      TruthFaultEnd, TruthFaultSkipped, TruthMitigation)
+from .pipeline.builds import BuildTimes
 from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
 from .pipeline.service import PipelineError
@@ -43,6 +44,7 @@ from .provenance import Cause, Provenance
 from .scenario import Scenario
 from .schedule import Schedule, generate
 from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
+from .thinktime import StepCharge, StepClock, ThinkTime
 from .twin.apiserver import ApiServer
 from .twin.backend import TwinBackend
 
@@ -63,6 +65,7 @@ class MarathonOptions:
     isolation: str = "auto"
     backend: str = "twin"  # a name from backend_factories(hook), or "prefix:ARG" (kubeconfig:PATH)
     keep_cluster: bool = False  # a cluster the backend created outlives the run (kind)
+    think_time: Optional[ThinkTime] = None  # default: the scenario's agent.think_time
 
 
 def backend_factories(hook: Any = None) -> dict[str, Callable[..., Any]]:
@@ -137,6 +140,7 @@ class RunResult:
     wall_seconds: float
     schedule: Schedule
     isolation: str
+    think_time: str = "frozen"
 
 
 class _Admission:
@@ -153,19 +157,23 @@ class _Admission:
     def decide(self, req: MutationRequest) -> Decision:
         return self.policy.decide(req)
 
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> Optional[str]:
         if req.actor != "agent":
-            return
+            return None
         m = self.marathon
         with self._lock:
             self._count += 1
             action_id = f"act-{self._count:05d}"
-        if decision.allowed and status < 400 and m.provenance is not None:
+        # A pipeline action whose build takes time changes the cluster when its build is done:
+        # provenance expects it then (Marathon.emit, on its pipeline.deploy), not now.
+        deferred = req.channel == "pipeline" and getattr(m.pipelines, "defers", False)
+        if decision.allowed and status < 400 and m.provenance is not None and not deferred:
             m.provenance.expect(Cause("agent", m.clock.now, action_id), req.target)
         m.emit("action", Action(actor="agent", channel="pipeline" if req.channel == "pipeline" else "kube",
                                 id=action_id, verb=req.verb, target=req.target, app=req.app or req.namespace,
                                 allowed=decision.allowed, rule=decision.rule, status=status,
                                 detail=decision.message or None))
+        return action_id
 
 
 class Marathon:
@@ -178,7 +186,6 @@ class Marathon:
         self.start_time = EPOCH
         self.end_time = EPOCH + timedelta(seconds=spec.duration)
         self.tick_seconds = spec.tick
-        self.cadence_ticks = int(round(spec.cadence / spec.tick))
         self.segments = segment_windows(scenario)
         self.apps: dict[str, AppSpec] = {a.namespace: a for a in scenario.apps}
         self.registry: dict[str, FaultKind] = builtin_registry()
@@ -186,6 +193,10 @@ class Marathon:
             for kind in kinds or []:
                 self.registry[kind.name] = kind()
         self.provenance: Optional[Provenance] = None  # from the end of the warm-up on
+        self.think: ThinkTime = options.think_time or spec.agent.think
+        self.stepclock: Optional[StepClock] = None
+        self._sim_time = self.clock.now  # virtual time of the last tick (ticks fall on a fixed grid)
+        self._next_step_at = self.start_time + timedelta(seconds=spec.cadence)
         self.run_id = f"{spec.name}-seed{options.seed}-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
         self.run_dir = Path(options.out_dir).resolve() / self.run_id
         self._emit_lock = threading.Lock()
@@ -213,10 +224,14 @@ class Marathon:
     def emit(self, type_: str, data: Any) -> None:
         with self._emit_lock:
             self.writer.emit(self.clock.now, type_, data)
-        if isinstance(data, Deployed) and data.actor == "orchestrator" and self.provenance is not None:
-            # What the orchestrator's own deploys change is the orchestrator's, even where the
-            # agent touched the same objects a moment before.
-            self.provenance.expect(Cause("orchestrator", self.clock.now), f"pipeline/{data.app}")
+        if isinstance(data, Deployed) and self.provenance is not None:
+            if data.actor == "orchestrator":
+                # What the orchestrator's own deploys change is the orchestrator's, even where the
+                # agent touched the same objects a moment before.
+                self.provenance.expect(Cause("orchestrator", self.clock.now), f"pipeline/{data.app}")
+            elif data.action:
+                # The agent's revert or deploy, built: it takes effect now, as that action.
+                self.provenance.expect(Cause("agent", self.clock.now, data.action), f"pipeline/{data.app}")
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -227,7 +242,12 @@ class Marathon:
         spec, seed = self.scenario.spec, self.options.seed
         self.writer = BundleWriter(self.run_dir, signing_key=self.options.signing_key)
         self.schedule = generate(self.scenario, self.registry, seed, self.start_time)
+        pc = spec.pipeline
+        self.build_times = None if pc.builds == "instant" else BuildTimes(
+            seed, sorted(self.apps), mu=pc.build_ln_minutes_mu, sigma=pc.build_ln_minutes_sigma, low=pc.build_min,
+            high=pc.build_max, jitter=pc.build_jitter)
         self._committed_schedule = self.schedule.to_json()
+        self._scheduled = {f.id: f.start for f in self.schedule.faults}
         self._salt = hashlib.sha256(f"sremarathon-salt:{seed}:{self.scenario.digest}".encode()).hexdigest()
         self.emit("run.start", RunStart(
             scenario=spec.name, scenario_digest=self.scenario.digest, seed=seed, agent=self.options.agent.label,
@@ -235,7 +255,9 @@ class Marathon:
             tick_seconds=spec.tick, cadence_seconds=spec.cadence,
             segments=[Segment(name=s.name, start=iso(s.start), end=iso(s.end)) for s in self.segments],
             ground_truth_commitment=commitment(self._salt, self._committed_schedule),
-            scoring_version=SCORING_VERSION))
+            scoring_version=SCORING_VERSION, think_time=str(self.think),
+            builds=None if self.build_times is None else {
+                "model": pc.builds, "seconds": dict(self.build_times.base), "jitter": pc.build_jitter}))
         self.writer.add_file("scenario.yaml", self.scenario.text)
 
         # Private state the agent must never see: the repos (with their future) and the change catalogue.
@@ -258,6 +280,8 @@ class Marathon:
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
+        self._sim_time = self.clock.now
+        self.pipelines.configure(self.build_times)  # from t=0 on, builds take their time
         self.provenance = Provenance(self.store)
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         self.pipelines.attach_workspace(self.workspace)  # <workspace>/<app>: a checkout to commit to
@@ -275,6 +299,12 @@ class Marathon:
                               stderr_path=self.run_dir / "agent" / "stderr.log", hide=hide,
                               isolation=self.options.isolation)  # type: ignore[arg-type]
         self._record_step(-1, self.host.start())
+        if self.think.charged:
+            self.stepclock = StepClock(self.think, self.clock, self._advance_during_step, lambda: self.end_time)
+            self.server.gate = self.stepclock.gate  # type: ignore[method-assign]
+            stepclock = self.stepclock
+            self.host.simulating = lambda: stepclock.simulated  # the step budget is the agent's own time
+            self.stepclock.hold()  # from here on the agent's requests are served within steps
 
     def advance_to(self, t: datetime) -> None:
         """Run ticks (and agent steps at the cadence) until virtual time ``t``."""
@@ -297,6 +327,10 @@ class Marathon:
             if f.injected and not f.ended:
                 f.ended = True
                 self.emit("truth.fault_end", TruthFaultEnd(id=f.id, how="run-end"))
+            elif f.arrived and not f.injected and not f.ended:
+                f.ended = True
+                self.emit("truth.fault_skipped", TruthFaultSkipped(
+                    id=f.id, reason="its change was still in the pipeline when the run ended"))
         self.emit("run.end", RunEnd(reason=reason, steps=self._steps, error=error))  # type: ignore[arg-type]
         wall = time.perf_counter() - self._wall_start
         self.writer.add_file("wall.json", json.dumps({
@@ -317,7 +351,8 @@ class Marathon:
         self._finished = RunResult(score=score, bundle=archive, run_id=self.run_id,
                                    virtual_seconds=(self.clock.now - self.start_time).total_seconds(),
                                    wall_seconds=wall, schedule=self.schedule,
-                                   isolation=self.host.isolation if self.host else "none")
+                                   isolation=self.host.isolation if self.host else "none",
+                                   think_time=str(self.think))
         return self._finished
 
     def run(self) -> RunResult:
@@ -332,6 +367,8 @@ class Marathon:
         return self.finish()
 
     def _shutdown(self) -> None:
+        if self.stepclock is not None:
+            self.stepclock.close()
         if self.host is not None:
             self.host.close()
         if self.server is not None:
@@ -347,17 +384,30 @@ class Marathon:
         return score_events(self.writer.events, until=self.clock.now, attribution=self._attribution)
 
     def faults_in(self, segment: SegmentWindow) -> list[Fault]:
-        return [f for f in self.schedule.faults if segment.start <= f.start < segment.end]
+        """The faults scheduled to arrive in ``segment`` (by their scheduled start: a faulty
+        change's window starts later, when its build is deployed, and it stays in this segment)."""
+        return [f for f in self.schedule.faults if segment.start <= self._scheduled[f.id] < segment.end]
 
     # -- one tick --------------------------------------------------------------------------
-    def _tick(self) -> None:
+    def _tick(self, during_step: bool = False) -> None:
+        """One tick on the fixed grid. ``during_step``: a tick that falls due while the agent's
+        step runs (charged think time): no step starts in it, and what the agent wrote since
+        the last look is the agent's before the orchestrator acts."""
         dt = self.tick_seconds
-        now = self.clock.advance(dt)
+        now = self._sim_time + timedelta(seconds=dt)
+        self._sim_time = now
+        if now > self.clock.now:
+            self.clock.now = now
         self._ticks += 1
+        if during_step:
+            self._observe("agent")
         self._orchestrate(now)
         self._observe("orchestrator")
-        if self._ticks % self.cadence_ticks == 0:
+        step_due = not during_step and now >= self._next_step_at
+        if step_due:
             self._sync = self.pipelines.sync_workspace()
+        self.pipelines.advance(now)  # builds done: their rollouts start; rollouts followed
+        self._activate(now)
         self.backend.tick(dt, random.Random(f"tick:{self.options.seed}:{self._ticks}"))
         self._observe(None)  # controllers' work; on a real cluster, the agent's writes show up here
         for tr in self.alerts.evaluate(now, dt, self.cluster, self.apps):
@@ -371,7 +421,7 @@ class Marathon:
         self._judge_mitigation(now)
         if self._ticks % SLI_EVERY_TICKS == 0:
             self._record_sli()
-        if self._ticks % self.cadence_ticks == 0:
+        if step_due:
             self._agent_step(now)
         if self.options.progress and self._ticks % max(1, int(3600 / dt)) == 0:
             self.options.progress(Progress(now, self.end_time, sum(f.injected for f in self.schedule.faults),
@@ -394,20 +444,33 @@ class Marathon:
                 except Exception:  # noqa: BLE001 - an agent's edit may have made it inapplicable
                     continue
         for f in self.schedule.faults:
-            if not f.injected and not f.ended and f.start <= now:
+            if not f.arrived and not f.ended and f.start <= now:
                 try:
                     self.registry[f.kind].inject(self, f)
                 except PipelineError as exc:  # the tree moved under the change: skip, say why
                     f.ended = True
                     self.emit("truth.fault_skipped", TruthFaultSkipped(id=f.id, reason=str(exc)))
                     continue
-                f.injected = True
-                self.emit("truth.fault", TruthFault(id=f.id, kind=f.kind, app=f.app, component=f.component,
-                                                    change=f.change, start=iso(f.start), planned_end=iso(f.end),
-                                                    description=f.description,
-                                                    impact=sorted(f"{ns}/{svc}" for ns, svc in f.impact),
-                                                    nodes=sorted(f.nodes | {n for n, z in self.cluster.network.node_zone.items()
-                                                                            if z in f.zones})))
+                f.arrived = True
+                self._activate(now, f)
+
+    def _activate(self, now: datetime, only: Optional[Fault] = None) -> None:
+        """A fault whose cause has arrived becomes active when it takes effect — a faulty
+        change when the rollout of a deploy containing it starts (it queued for a build first);
+        other kinds at once. Its window starts then and lasts as long as scheduled."""
+        for f in ([only] if only is not None else self.schedule.faults):
+            if not f.arrived or f.injected or f.ended or not self.registry[f.kind].active(self, f):
+                continue
+            if now > f.start:
+                f.end = now + (f.end - f.start)
+                f.start = now
+            f.injected = True
+            self.emit("truth.fault", TruthFault(id=f.id, kind=f.kind, app=f.app, component=f.component,
+                                                change=f.change, start=iso(f.start), planned_end=iso(f.end),
+                                                description=f.description,
+                                                impact=sorted(f"{ns}/{svc}" for ns, svc in f.impact),
+                                                nodes=sorted(f.nodes | {n for n, z in self.cluster.network.node_zone.items()
+                                                                        if z in f.zones})))
 
     def _attribute(self, alert: Alert, now: datetime) -> list[str]:
         labels = alert.labels
@@ -469,16 +532,47 @@ class Marathon:
             self._sync = None
         if self.hook:
             self.hook.pytest_sremarathon_adjust_observation(observation=obs, marathon=self)
-        outcome = self.host.step(obs)
+        assert self.host is not None
+        host = self.host
+        due = self._next_step_at
+        if self.stepclock is not None:
+            outcome, charge = self.stepclock.run_step(lambda: host.step(obs))
+        else:
+            outcome, charge = host.step(obs), StepCharge(now, now)
         self._observe("agent")
-        self._record_step(self._steps, outcome)
+        # The next step is due a cadence after this one was; if this one ran past that, the next
+        # starts at the first tick after it ended (steps never overlap; missed ones are not made up).
+        cadence = timedelta(seconds=self.scenario.spec.cadence)
+        nxt = due + cadence
+        overrun = max(0.0, (charge.ended - nxt).total_seconds())
+        while nxt + cadence <= charge.ended:
+            nxt += cadence
+        self._next_step_at = nxt
+        self._record_step(self._steps, outcome, charge, due, overrun)
         if self.hook:
             self.hook.pytest_sremarathon_step_report(step=self._steps, outcome=outcome, marathon=self)
 
-    def _record_step(self, step: int, outcome: StepOutcome) -> None:
+    def _advance_during_step(self, target: datetime) -> None:
+        """Virtual time moves on while the agent thinks (charged think time): run every tick
+        due up to ``target``, then set the clock to it. Only the marathon thread calls this."""
+        dt = timedelta(seconds=self.tick_seconds)
+        while self._sim_time + dt <= target:
+            self._tick(during_step=True)
+        if target > self.clock.now:
+            self.clock.now = target
+
+    def _record_step(self, step: int, outcome: StepOutcome, charge: Optional[StepCharge] = None,
+                     due: Optional[datetime] = None, overrun: float = 0.0) -> None:
         self._wall_steps.append(outcome.wall_seconds)
         if step < 0:  # setup: recorded only when it failed
             if not outcome.ok:
                 self.emit("agent.step", outcome.record(0).model_copy(update={"report": None}))
             return
-        self.emit("agent.step", outcome.record(step))
+        record = outcome.record(step)
+        if charge is not None:
+            record = record.model_copy(update={
+                "started": iso(charge.started), "due": iso(due or charge.started),
+                "virtual_seconds": round(charge.seconds, 3),
+                "requests": charge.requests if self.think.charged else None,  # (frozen: not counted)
+                "overrun_seconds": round(overrun, 3)})
+        self.emit("agent.step", record)

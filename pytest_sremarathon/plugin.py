@@ -87,6 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--marathon-update-baseline", "rewrite --marathon-baseline with this session's results", ini_type="bool",
         action="store_true", default=None)
     add("--marathon-step-budget", "wall seconds an agent step may take (default: the scenario's)", metavar="SECONDS")
+    add("--marathon-think-time", "what the agent's thinking costs in virtual time: frozen, per-request:SECONDS "
+        "(each request the agent makes costs SECONDS) or wall[:FACTOR] (the step's wall time x FACTOR); default: "
+        "the scenario's agent.think_time", metavar="MODE")
     add("--marathon-signing-key", "ed25519 private key file to sign bundles with", metavar="FILE")
     add("--marathon-scenario", "the session's marathon: a built-in scenario's name (" + builtin.names_line() +
         ") or a scenario file. It runs when no marathon file is collected, and it is the marathon of the "
@@ -151,6 +154,7 @@ class Settings:
     scenario: Optional[Path]
     progress_interval: float
     keep_cluster: bool = False
+    think_time: Optional[str] = None  # canonical spelling (thinktime.ThinkTime), None = the scenario's
 
     @property
     def has_agent(self) -> bool:
@@ -218,6 +222,16 @@ def read_settings(config: pytest.Config) -> Settings:
     if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
         raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
                                 f"a built-in scenario: {builtin.names_line()})")
+    think = _opt(config, "marathon_think_time")
+    if think is not None:
+        from .thinktime import parse_think_time
+
+        try:
+            think = str(parse_think_time(think))
+        except ValueError as exc:
+            where = "--marathon-think-time" if _raw(config, "marathon_think_time")[1] == "option" else \
+                f"marathon_think_time in {config.inipath}"
+            raise pytest.UsageError(f"{where}: {exc}") from None
     interval = _opt(config, "marathon_progress_interval")
     try:
         progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
@@ -227,7 +241,7 @@ def read_settings(config: pytest.Config) -> Settings:
                     out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
                     min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
                     step_budget=budget, signing_key=key, scenario=scenario,
-                    progress_interval=progress, keep_cluster=keep_cluster)
+                    progress_interval=progress, keep_cluster=keep_cluster, think_time=think)
 
 
 def _backend_known(backend: str, config: pytest.Config) -> bool:
@@ -492,13 +506,15 @@ class MarathonSession:
         from .agent.host import AgentSpec
         from .bundle import load_signing_key
         from .marathon import MarathonOptions
+        from .thinktime import parse_think_time
 
         s = self.settings
         return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
                                seed=target.seed, out_dir=s.out, step_budget=s.step_budget,
                                signing_key=load_signing_key(s.signing_key) if s.signing_key else None,
                                progress=self._progress_printer(target), backend=s.backend,
-                               keep_cluster=s.keep_cluster)
+                               keep_cluster=s.keep_cluster,
+                               think_time=parse_think_time(s.think_time) if s.think_time else None)
 
     def marathon(self, target: MarathonTarget) -> Marathon:
         """The target's run, started on first use."""
@@ -720,6 +736,12 @@ class MarathonSession:
         from .scoring import weights_line
 
         tr.write_line(weights_line())
+        modes = {r.id: (r.final or {}).get("think_time") for r in self.board.rows.values()}
+        if any(modes.values()):
+            if len(set(modes.values())) == 1:
+                tr.write_line(f"think time: {next(iter(modes.values()))}")
+            else:
+                tr.write_line("think time: " + ", ".join(f"{k} {v or '-'}" for k, v in sorted(modes.items())))
         if self.settings.baseline is not None:
             for line in self.board.baseline_lines(_display_path(config, self.settings.baseline)):
                 tr.write_line(line)
@@ -1166,8 +1188,11 @@ class SegmentItem(pytest.Item):
             raise SegmentFailure(str(exc)) from None
         try:
             faults = marathon.faults_in(self.window)
-            until = max([self.window.end] + [f.end for f in faults])
-            marathon.advance_to(until)
+            for _ in range(20):  # a fault's window moves on when its change waits for a build
+                until = min(max([self.window.end] + [f.end for f in faults]), marathon.end_time)
+                if marathon.clock.now >= until:
+                    break
+                marathon.advance_to(until)
             score = ms.finish(target).score if self.last else marathon.score_now()
         except Exception as exc:
             ms.crash(target, self.name, exc)
@@ -1278,7 +1303,7 @@ def _final_summary(score: MarathonScore, reason: str = "completed") -> dict[str,
             "localization_credit": round(score.localization_credit, 3), "repaired": sum(f.repaired for f in score.faults),
             "collateral": {k: len(v) for k, v in score.collateral.items()},
             "claims": score.claims, "false_claims": score.false_claims, "policy_denials": score.policy_denials,
-            "complete": score.complete}
+            "complete": score.complete, "think_time": score.think_time}
 
 
 def _run_report(result: Optional[RunResult], marathon: Marathon,

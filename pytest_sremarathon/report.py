@@ -11,6 +11,9 @@ fetched. It shows
   active window as a bar coloured by how far the agent got, and its stage marks (C, L, R) where
   they were reached; the alert volume (fault-attributed and noise); the agent's actions
   (allowed and denied) and its "resolved" claims;
+* how time was charged: the think-time model, the agent's steps as spans of the virtual time
+  they took (an overrun marked), and the pipeline's builds as spans per app (building, then
+  rolling out; the agent's own highlighted);
 * per-fault details: kind, root cause, window, stages and times, claims, the alerts attributed
   to it and the agent's findings that carried them.
 
@@ -62,6 +65,30 @@ class ClaimMark:
 
 
 @dataclass
+class StepSpan:
+    step: int
+    started: str
+    ended: str
+    outcome: str
+    virtual_seconds: float
+    requests: Optional[int]
+    overrun_seconds: float
+
+
+@dataclass
+class BuildSpan:
+    id: str
+    app: str
+    actor: str
+    action: Optional[str]
+    queued: str
+    started: Optional[str] = None  # building from
+    rollout: Optional[str] = None  # deploying from
+    ended: Optional[str] = None
+    state: str = "queued"
+
+
+@dataclass
 class FaultDetail:
     result: FaultResult
     description: str = ""
@@ -88,6 +115,8 @@ class ReportData:
     start: datetime
     end: datetime
     end_reason: str = ""
+    steps: list[StepSpan] = field(default_factory=list)
+    builds: list[BuildSpan] = field(default_factory=list)
 
 
 def collect(path: Union[str, Path]) -> ReportData:
@@ -119,8 +148,20 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
     claims: list[ClaimMark] = []
     findings_by_alert: dict[str, list[dict[str, Any]]] = {}
     latest_incident: dict[str, dict[str, Any]] = {}
+    step_spans: list[StepSpan] = []
+    builds: dict[str, BuildSpan] = {}
     for e in events:
         d = e.data
+        if e.type == "pipeline.build":
+            b = builds.setdefault(d["id"], BuildSpan(d["id"], d["app"], d["actor"], d.get("action"), e.t))
+            b.action = d.get("action") or b.action
+            b.state = d["state"]
+            if d["state"] == "building":
+                b.started = d.get("at") or e.t
+            elif d["state"] == "deploying":
+                b.rollout = e.t
+            elif d["state"] in ("deployed", "failed", "superseded"):
+                b.ended = e.t
         if e.type == "alert":
             a = d["alert"]
             alerts[a["id"]] = a
@@ -137,6 +178,10 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
             actions.append(ActionMark(e.t, d.get("verb", ""), d.get("target", ""), d.get("app"),
                                       bool(d.get("allowed")), d.get("rule"), int(d.get("status") or 0)))
         elif e.type == "agent.step":
+            if d.get("step"):
+                step_spans.append(StepSpan(int(d["step"]), d.get("started") or e.t, e.t, str(d.get("outcome")),
+                                           float(d.get("virtual_seconds") or 0.0), d.get("requests"),
+                                           float(d.get("overrun_seconds") or 0.0)))
             report = d.get("report") or {}
             for fd in report.get("findings") or []:
                 rec = {"t": e.t, "step": d.get("step"), "incident": fd.get("incident"),
@@ -193,7 +238,7 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
     return ReportData(path=path, run=run, manifest=bundle.manifest or {}, verified=verified, verify_text=verify_text,
                       sealed=bundle.sealed, score=score, faults=details, lanes=lanes,
                       alert_bins=[(x, y) for x, y in bins], actions=actions, claims=claims, start=start, end=end,
-                      end_reason=end_reason)
+                      end_reason=end_reason, steps=step_spans, builds=list(builds.values()))
 
 
 def _mitigated_at(transitions: list[tuple[str, bool, Optional[str], list[str], list[str]]], t: str) -> bool:
@@ -386,6 +431,13 @@ def _score_section(data: ReportData) -> str:
         ("alerts", str(s.alerts.get("total", 0)), f"alerts ({s.alerts.get('attributed', 0)} attributed, "
                                                   f"noise {100 * s.alerts.get('noise_share', 0.0):.0f}%)", False),
         ("steps", str(total_steps), "agent steps (" + ", ".join(f"{k} {v}" for k, v in steps.items()) + ")", False),
+        ("think-time", s.think_time, "think time" + (
+            f" (steps took {_dur(s.step_time.get('mean_seconds'))} on average, at most "
+            f"{_dur(s.step_time.get('max_seconds'))}; {int(s.step_time.get('overruns', 0))} outlasted the cadence)"
+            if s.step_time else ""), False),
+        ("builds", "instant" if not (s.builds and s.builds.get("seconds")) else
+         ", ".join(f"{a} {_dur(x)}" for a, x in sorted(s.builds["seconds"].items())),
+         "build time per app (each build jitters around it)" if s.builds else "builds: deployed at once", False),
     ]
     html_cards = "".join(
         f'<div class="card{" big" if big else ""}" id="metric-{key}" data-value="{_e(value)}">'
@@ -497,6 +549,47 @@ def _timeline_section(data: ReportData) -> str:
                            f'</text><title>{_e(r.id)}: {label} after {_dur(secs)}</title></g>')
         out.append("</g>")
         y += lane_h + lane_gap
+    # the agent's steps, as the virtual time each took (frozen: a mark at its time)
+    out.append(f'<g id="agent-steps"><text class="lane-label" x="{left - 8}" y="{y + 11}" text-anchor="end">'
+               f'steps</text><rect x="{left}" y="{y}" width="{width}" height="14" fill="#f4f6fa"/>')
+    for st in data.steps:
+        sx0, sx1 = x(st.started), x(st.ended)
+        tip = (f"step {st.step} ({st.outcome}): {st.started} → {st.ended}, {_dur(st.virtual_seconds)} virtual"
+               + (f", {st.requests} request(s)" if st.requests is not None else "")
+               + (f"; overran the cadence by {_dur(st.overrun_seconds)}" if st.overrun_seconds else ""))
+        colour = "var(--bad)" if st.overrun_seconds else ("#8a94a8" if st.outcome == "ok" else "#d98b2b")
+        out.append(f'<rect class="step-span" data-step="{st.step}" data-seconds="{st.virtual_seconds:g}" '
+                   f'data-overrun="{st.overrun_seconds:g}" x="{sx0:.1f}" y="{y + 2}" width="{max(sx1 - sx0, 1.2):.1f}" '
+                   f'height="10" fill="{colour}"><title>{_e(tip)}</title></rect>')
+    out.append("</g>")
+    y += 14 + lane_gap
+    # the pipeline's builds, one row per app: building (light), then rolling out (dark)
+    build_apps = sorted({b.app for b in data.builds})
+    if build_apps:
+        bh = len(build_apps) * 12
+        out.append(f'<g id="builds"><rect x="{left}" y="{y}" width="{width}" height="{bh}" fill="#f4f6fa"/>')
+        for i, app in enumerate(build_apps):
+            by = y + i * 12
+            out.append(f'<text class="lane-label" x="{left - 8}" y="{by + 10}" text-anchor="end">'
+                       f'builds {_e(app)}</text>')
+            for b in (b for b in data.builds if b.app == app):
+                agent = b.actor == "agent"
+                end = b.ended or data.run.get("end") or b.queued
+                parts = [("building", b.started, b.rollout or end), ("deploying", b.rollout, end)]
+                for phase, t0, t1 in parts:
+                    if not t0 or not t1:
+                        continue
+                    bx0, bx1 = x(t0), x(t1)
+                    colour = ("#3d7be0" if agent else "#8a94a8") if phase == "building" else \
+                        ("#1f4f99" if agent else "#5b6376")
+                    tip = (f"{b.id} ({b.actor}{' ' + b.action if b.action else ''}) {phase} {t0} → {t1}; "
+                           f"{b.state}")
+                    out.append(f'<rect class="build-span" data-build="{_e(b.id)}" data-actor="{_e(b.actor)}" '
+                               f'data-phase="{phase}" data-state="{_e(b.state)}" x="{bx0:.1f}" y="{by + 2}" '
+                               f'width="{max(bx1 - bx0, 1.0):.1f}" height="8" fill="{colour}">'
+                               f'<title>{_e(tip)}</title></rect>')
+        out.append("</g>")
+        y += bh + lane_gap
     # alert volume
     vol_h = 46
     peak = max((a + b for a, b in data.alert_bins), default=0) or 1
@@ -554,6 +647,8 @@ def _timeline_section(data: ReportData) -> str:
               '<span><i style="background:#b9c0cf"></i>noise alerts</span>'
               '<span><i style="background:var(--act)"></i>allowed action (× denied)</span>'
               '<span><i style="background:var(--r);border-radius:6px"></i>claim (red: false)</span>'
+              '<span><i style="background:#8a94a8"></i>agent step (red: outlasted the cadence)</span>'
+              '<span><i style="background:#3d7be0"></i>agent build (dark: rolling out)</span>'
               "</div>")
     return (f'<section id="timeline-section"><h2>Timeline</h2>{legend}{svg}'
             f'<p class="small">Bars are faults\' active windows (hover for details, click to open the fault '

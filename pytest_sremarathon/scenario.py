@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -23,6 +23,7 @@ from .apps import AppSpec, load_app
 from .errors import ConfigError, describe_validation_error
 from .faults.catalogue import CuratedChange, load_catalogue
 from .policy import DEFAULT_RULES, RULES
+from .thinktime import ThinkTime, parse_think_time
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -81,8 +82,43 @@ class AlertsConfig(_Model):
     non_actionable_band: tuple[float, float] = (0.7, 0.9)
 
 
+#: The default think time (issue 14): a tool-using LLM turn, model latency plus the tool, takes
+#: several to tens of seconds (CALIBRATION, "Agent think time"); the built-in scenarios cite it.
+DEFAULT_THINK_TIME = "per-request:10"
+
+
 class AgentConfig(_Model):
     step_budget: Seconds = 60.0
+    # frozen | per-request:SECONDS | wall[:FACTOR] (thinktime.py); kept as its canonical spelling
+    think_time: str = DEFAULT_THINK_TIME
+
+    @model_validator(mode="after")
+    def _think_time(self) -> "AgentConfig":
+        self.think_time = str(parse_think_time(self.think_time))
+        return self
+
+    @property
+    def think(self) -> ThinkTime:
+        return parse_think_time(self.think_time)
+
+
+class PipelineConfig(_Model):
+    """How long a build takes (issue 14): per app, a duration drawn once per run from a
+    lognormal in ln-minutes, clipped to [build_min, build_max], and per build a small jitter
+    around it; ``builds: instant`` deploys at once (the behaviour before issue 14)."""
+
+    builds: Literal["lognormal", "instant"] = "lognormal"
+    build_ln_minutes_mu: float = 1.43
+    build_ln_minutes_sigma: float = Field(default=1.31, ge=0)
+    build_min: Seconds = 60.0
+    build_max: Seconds = 900.0
+    build_jitter: float = Field(default=0.15, ge=0)  # sd of a build's ln-duration around its app's
+
+    @model_validator(mode="after")
+    def _check(self) -> "PipelineConfig":
+        if self.build_min > self.build_max:
+            raise ValueError("build_min is longer than build_max")
+        return self
 
 
 class PolicyConfig(_Model):
@@ -110,6 +146,7 @@ class ScenarioFile(_Model):
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
 
     @model_validator(mode="after")
@@ -145,8 +182,11 @@ class Scenario:
     def apps_root(self) -> Path:
         return apps_root(self.path, self.spec.apps_dir)
 
-    def with_overrides(self, *, duration: Optional[float] = None, faults: Optional[int] = None) -> "Scenario":
+    def with_overrides(self, *, duration: Optional[float] = None, faults: Optional[int] = None,
+                       think_time: Optional[str] = None) -> "Scenario":
         data = self.spec.model_dump()
+        if think_time is not None:
+            data["agent"]["think_time"] = str(parse_think_time(think_time))
         if duration is not None:
             data["duration"] = duration
             data["segment"] = min(data["segment"], duration)

@@ -125,6 +125,11 @@ class MarathonScore:
     collateral: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     alerts: dict[str, Any] = field(default_factory=dict)
     steps: dict[str, int] = field(default_factory=dict)
+    # How time was charged (run.start; not in the score): the think-time model, and the build
+    # durations drawn per app (None: deploys were instant). Bundles before issue 14: frozen, instant.
+    think_time: str = "frozen"
+    builds: Optional[dict[str, Any]] = None
+    step_time: dict[str, float] = field(default_factory=dict)  # charged virtual seconds: mean, max, overruns
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -226,6 +231,8 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
     action_records: dict[str, tuple[datetime, dict[str, Any]]] = {}  # id -> allowed agent action
     effects: list[tuple[datetime, dict[str, Any]]] = []
     version = 1  # until run.start says otherwise: bundles before version 2 do not
+    think_time, builds = "frozen", None
+    charged: list[tuple[float, float]] = []  # per step: (virtual seconds, overrun seconds)
     denials = 0
     run_start: Optional[datetime] = None
     run_end: Optional[datetime] = None
@@ -244,6 +251,7 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
             if version > SCORING_VERSION:
                 raise ValueError(f"the run was recorded for scoring version {version}, newer than this "
                                  f"sremarathon's ({SCORING_VERSION}); score it with the version that ran it")
+            think_time, builds = str(d.get("think_time") or "frozen"), d.get("builds")
         elif kind == "run.end":
             run_end = t
         elif kind == "truth.fault":
@@ -272,6 +280,8 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
                     denials += 1
         elif kind == "agent.step":
             steps.append((t, int(d.get("step", len(steps)))))
+            if d.get("virtual_seconds") is not None:
+                charged.append((float(d["virtual_seconds"]), float(d.get("overrun_seconds") or 0.0)))
             outcomes[str(d.get("outcome"))] += 1
             report = d.get("report") or {}
             for fd in report.get("findings") or []:
@@ -412,6 +422,10 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
         alerts={"total": total, "attributed": total - noise, "noise": noise,
                 "noise_share": noise / total if total else 0.0},
         steps={"total": len(steps), **dict(sorted(outcomes.items()))},
+        think_time=think_time, builds=builds,
+        step_time={"mean_seconds": round(sum(c for c, _ in charged) / len(charged), 3),
+                   "max_seconds": max(c for c, _ in charged),
+                   "overruns": sum(1 for _, o in charged if o > 0)} if charged else {},
     )
 
 
@@ -555,6 +569,22 @@ def weights_line() -> str:
             f"{w['repair']}·C·L·R; Marathon-Score = mean over faults)")
 
 
+def time_line(score: MarathonScore) -> str:
+    """How time was charged: the think-time model, the steps' charged time, the build durations."""
+    line = f"think time: {score.think_time}"
+    st = score.step_time
+    if st:
+        line += (f" (steps took {_dur(st.get('mean_seconds'))} on average, at most {_dur(st.get('max_seconds'))}; "
+                 f"{int(st.get('overruns', 0))} outlasted the cadence)")
+    b = score.builds
+    if b and b.get("seconds"):
+        line += "; builds: " + ", ".join(f"{app} {_dur(sec)}" for app, sec in sorted(b["seconds"].items())) + \
+            " per build (jittered)"
+    else:
+        line += "; builds: instant"
+    return line
+
+
 def format_table(score: MarathonScore) -> str:
     """A per-fault table, the totals, the side metrics and the weights."""
     head = ("fault", "kind", "app", "component / change", "window", "C", "L", "k", "R", "pts",
@@ -613,6 +643,7 @@ def format_table(score: MarathonScore) -> str:
     total = st.pop("total", 0)
     detail = ", ".join(f"{k} {v}" for k, v in st.items())
     out.append(f"agent steps: {total}" + (f" ({detail})" if detail else ""))
+    out.append(time_line(score))
     out.append("window marked * = fault still active when scoring stopped; times are from fault start; "
                "L = localization credit, k = candidates named")
     return "\n".join(out)

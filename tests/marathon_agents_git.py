@@ -33,4 +33,5 @@ class CommitAndDeploy:
             refused = "no"
         except Exception as exc:  # noqa: BLE001
             refused = str(exc)
-        return Report(notes=f"deployed={deployed['deployed']}|refused={refused}")
+        # the answer is the queued build (builds take time); its commit is what will be deployed
+        return Report(notes=f"deployed={deployed['commit']}|refused={refused}")

@@ -162,6 +162,8 @@ def test_same_seed_and_agent_give_byte_identical_events(tmp_path: Path, write_sc
     (["--agent", "no_such_module.agents:Agent"], "cannot import agent module 'no_such_module.agents'"),
     (["--agent", "marathon_agents:SECRET_ENV"], "is a str, not a class"),
     (["--agent", "pytest_sremarathon.agent.protocol:Environment"], "step"),
+    (["--think-time", "sometimes"], "--think-time: 'sometimes' is not a think-time model; write frozen, "
+                                    "per-request:SECONDS"),
 ])
 def test_bad_input_gives_a_one_line_error(tmp_path: Path, args: list[str], expected: str) -> None:
     bad_yaml = tmp_path / "bad.yaml"

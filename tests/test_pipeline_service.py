@@ -135,3 +135,59 @@ def test_files_at_each_commit_match_a_fresh_read_of_the_repository(tmp_path: Pat
     assert "tests/test_handlers.py" not in latest and "MAX_RECOMMENDATIONS: '5'" in latest[CONFIG]
     renamed = repo.show(commits[2]).blobs
     assert set(renamed) == {"config/ad.yaml", "config/ads.yaml"} and renamed["config/ad.yaml"] is None
+
+
+def test_builds_take_their_time_one_at_a_time_and_roll_out(shop) -> None:
+    """With build times: a deploy queues a build; one runs at a time per app; the orchestrator's
+    queued builds coalesce into the newest, the agent's never; a finished build's deploy starts
+    its rollout (``deploying``) and is ``deployed`` once its Deployments rolled out; ``status``
+    shows all of it with times."""
+    import random
+    from datetime import timedelta
+
+    from pytest_sremarathon.pipeline.builds import BuildTimes
+
+    pipelines, events, _ = shop
+    cluster, clock = pipelines.cluster, pipelines.clock
+    pipelines.configure(BuildTimes(1, ["shop"], mu=1.0, sigma=0.0, low=120, high=120, jitter=0.0))
+    first = _edit_config(pipelines, "5", "4")
+    b1 = pipelines.deploy("shop", "HEAD", "orchestrator")
+    assert b1["state"] == "building" and set(b1) >= {"build", "commit", "queued_at"}
+    _edit_config(pipelines, "4", "3")
+    pipelines.deploy("shop", "HEAD", "orchestrator")
+    third = _edit_config(pipelines, "3", "2")
+    pipelines.deploy("shop", "HEAD", "orchestrator")
+    queued: list = []
+    pipelines.revert("shop", third, "agent", queued=queued)
+    pipelines.attach_action(queued, "act-00001")
+
+    def states() -> dict[str, str]:
+        return {b["id"]: b["state"] for b in pipelines.status("shop")["builds"]}
+
+    assert list(states().values()) == ["building", "queued", "queued", "queued"]
+    assert not pipelines.is_deployed("shop", first)  # nothing is live before its build is done
+    assert "MAX_RECOMMENDATIONS: '5'" in pipelines.deployed_file("shop", CONFIG)
+
+    def run(seconds: float) -> None:
+        for i in range(int(seconds // 30)):
+            clock.advance(30)
+            pipelines.advance(clock())
+            cluster.tick(30, random.Random(i))
+
+    clock.advance(120)
+    pipelines.advance(clock())
+    ids = [b1["build"], "build-00002", "build-00003", queued[0].id]
+    assert states() == {ids[0]: "deploying", ids[1]: "superseded", ids[2]: "building", ids[3]: "queued"}
+    assert pipelines.is_deployed("shop", first)
+    [done] = [b for b in pipelines.status("shop")["builds"] if b["id"] == ids[0]]
+    assert done["started_at"] == done["queued_at"] and done["rollout_started_at"] == done["finished_at"]
+    run(600)  # the orchestrator's build, then the agent's, built and rolled out
+    final = states()
+    assert final[ids[3]] == "deployed" and final[ids[2]] in ("deployed", "superseded")
+    assert "MAX_RECOMMENDATIONS: '3'" in pipelines.deployed_file("shop", CONFIG)  # the revert of 3 -> 2
+    agent_deploy = [d for t, d in events if t == "pipeline.deploy" and d.actor == "agent"]
+    assert [d.action for d in agent_deploy] == ["act-00001"] and agent_deploy[0].build == ids[3]
+    record = [d for t, d in events if t == "pipeline.build" and d.id == ids[3]]
+    assert [r.state for r in record] == ["queued", "building", "deploying", "deployed"]
+    assert all(r.action == "act-00001" for r in record)
+    assert timedelta(seconds=record[1].seconds) == timedelta(minutes=2)

@@ -42,7 +42,8 @@ def test_options_are_in_their_own_group_with_ini_keys(pytester: pytest.Pytester)
     text = result.stdout.str()
     for option in ("--agent", "--agent-cmd", "--marathon-seeds", "--marathon-backend", "--marathon-out",
                    "--marathon-min-score", "--marathon-baseline", "--marathon-update-baseline",
-                   "--marathon-step-budget", "--marathon-signing-key", "--marathon-scenario"):
+                   "--marathon-step-budget", "--marathon-signing-key", "--marathon-scenario",
+                   "--marathon-think-time"):
         assert f"  {option}" in text, option
         ini = option.lstrip("-").replace("-", "_")
         assert f"  {ini} (" in text, ini  # listed under the ini keys too
@@ -126,6 +127,7 @@ def test_every_option_as_an_ini_key(pytester: pytest.Pytester, marathon_file) ->
         marathon_update_baseline = true
         marathon_step_budget = 4
         marathon_scenario = {scenario.name}
+        marathon_think_time = wall:3
     """)
     pytester.makepyfile(test_ini="""
         def test_seen(agent, marathon):
@@ -137,12 +139,27 @@ def test_every_option_as_an_ini_key(pytester: pytest.Pytester, marathon_file) ->
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the min-score gate: 0 < 50
     result.stdout.fnmatch_lines(["*FAILED gate: marathon.yaml::marathon[[]seed=2[]] scored 0.0 < *50*"])
     assert len(bundles(pytester.path / "ini-runs")) == 2  # the fixture tests share the file's runs
+    assert {next(iter(open_bundle(b).events)).data["think_time"] for b in bundles(pytester.path / "ini-runs")} \
+        == {"wall:3"}
     assert (pytester.path / "baseline.json").exists()
     # the command line wins over the ini file
     again = pytester.runpytest_subprocess(str(scenario), "--marathon-seeds=3", "--marathon-min-score=0")
     again.assert_outcomes(passed=1)
     assert again.ret == pytest.ExitCode.OK  # a score of 0 meets --marathon-min-score 0
     assert "FAILED gate" not in again.stdout.str()
+
+
+def test_think_time_option_reaches_the_run_and_the_summary(pytester: pytest.Pytester, marathon_file) -> None:
+    scenario = marathon_file(duration="30m", schedule={"faults": 0})
+    result = pytester.runpytest_subprocess(str(scenario), NOOP, "--marathon-think-time=per-request:4s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*SRE marathon results*", "think time: per-request:4"])
+    [bundle] = bundles(pytester.path / "sremarathon-runs")
+    assert next(iter(open_bundle(bundle).events)).data["think_time"] == "per-request:4"
+    bad = pytester.runpytest_subprocess(str(scenario), NOOP, "--marathon-think-time=sometimes")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--marathon-think-time: 'sometimes' is not a think-time model; write frozen, "
+                              "per-request:SECONDS*"])
 
 
 def test_marathon_scenario_option_picks_the_fixtures_marathon(pytester: pytest.Pytester, marathon_file) -> None:

@@ -101,5 +101,5 @@ def test_two_seeds_on_two_workers_match_a_plain_run(pytester: pytest.Pytester, w
 
     # same summary, the run sealed on a worker at its session's end included (xdist's workeroutput)
     assert summary(dist) == summary(plain)
-    assert len(summary(plain)) == 5  # header, three marathons, weights
+    assert len(summary(plain)) == 6  # header, three marathons, weights, think time
     assert "(interrupted)" in summary(plain)[3] and "marathon[seed=7]" in summary(plain)[3]

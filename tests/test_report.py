@@ -134,6 +134,20 @@ def test_report_command_writes_a_self_contained_page(bundle: Path, tmp_path: Pat
         for action in f.repair_actions:
             assert action in text, (f.id, action)
     assert any(f.repair_actions for f in score.faults), "RollbackAgent repairs something in two hours"
+    # how time was charged: the think-time model, every step as a span of the virtual time it
+    # took, every build that ran as spans (building, rolling out)
+    events = open_bundle(bundle).events
+    assert page.ids["metric-think-time"]["data-value"] == "per-request:10"
+    steps = [e.data for e in events if e.type == "agent.step" and e.data["step"]]
+    spans = [a for t, a in page.tags if t == "rect" and a.get("class") == "step-span"]
+    assert [int(a["data-step"]) for a in spans] == [d["step"] for d in steps]
+    assert [float(a["data-seconds"]) for a in spans] == [d["virtual_seconds"] for d in steps]
+    assert any(d["virtual_seconds"] > 0 for d in steps)
+    ran = {e.data["id"] for e in events if e.type == "pipeline.build" and e.data["state"] == "building"}
+    drawn = [a for t, a in page.tags if t == "rect" and a.get("class") == "build-span"]
+    assert ran and ran == {a["data-build"] for a in drawn}
+    assert {a["data-phase"] for a in drawn} == {"building", "deploying"}
+    assert any(a["data-actor"] == "agent" for a in drawn)
 
 
 def test_page_follows_the_bundle_not_the_tool(bundle: Path, tmp_path: Path) -> None:

@@ -76,7 +76,9 @@ def test_touching_without_fixing_repairs_nothing_and_changes_nothing(marathon_of
     assert len(actions) > 100  # it touched every deployment and node every step …
     assert records(result, "truth.effect") == []  # … and none of it is anything a condition reads
     assert not [m for m in records(result, "truth.mitigation") if m["by"] == "agent"]
-    assert result["score"] == pytest.approx(marathon_of("SprayComponents")["score"])
+    # Touching earns nothing: at most what the same answers earn without the touches (less when
+    # think time is charged per request, as by default: the touches cost the agent time).
+    assert result["score"] <= marathon_of("SprayComponents")["score"] + 1e-6
 
 
 def test_spraying_alert_ids_correlates_no_more_than_one_finding_per_alert(marathon_of):

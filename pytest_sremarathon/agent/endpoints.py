@@ -79,17 +79,21 @@ def make_handler(pipelines: Pipelines, metrics: MetricStore, admission: Admissio
         if not decision.allowed:
             admission.record(mreq, decision, 403)
             return _error(403, decision.message)
+        queued: list[Any] = []  # the build(s) this request queued, when builds take time
         try:
             if op == "revert":
                 if not body.get("change"):
                     raise ValueError("body needs {'change': '<change id>'}")
-                result: Any = pipelines.revert(app, str(body["change"]), actor).model_dump(mode="json")
+                result: Any = pipelines.revert(app, str(body["change"]), actor, queued=queued).model_dump(mode="json")
             else:
-                result = pipelines.deploy(app, str(body.get("ref") or "HEAD"), actor)
+                result = pipelines.deploy(app, str(body.get("ref") or "HEAD"), actor, queued=queued)
         except PipelineError as exc:
             admission.record(mreq, decision, exc.status)
             raise
-        admission.record(mreq, decision, 200)
+        action = admission.record(mreq, decision, 200)
+        if queued:
+            # The deploy takes effect when its build is done: provenance expects this action then.
+            pipelines.attach_action(queued, action if isinstance(action, str) else None)
         return Response(200, result)
 
     return handle

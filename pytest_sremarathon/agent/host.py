@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import ValidationError
 
@@ -478,6 +478,9 @@ class AgentHost:
         self.setup_failures = 0       # consecutive failed setups
         self.disabled: Optional[str] = None  # why the agent was given up on
         self._closed = False
+        #: Wall seconds the host spent simulating on the agent's behalf during the current
+        #: exchange (charged think time runs ticks while a request waits): added to the budget.
+        self.simulating: Callable[[], float] = lambda: 0.0
 
     # -- lifecycle --
 
@@ -590,7 +593,9 @@ class AgentHost:
         deadline = time.monotonic() + budget
         proc.send(msg)
         while True:
-            item = proc.recv(deadline)
+            item = proc.recv(deadline + self.simulating())
+            if item is None and time.monotonic() < deadline + self.simulating():
+                continue  # the simulation ran meanwhile: its time is not the agent's
             if item is None:
                 self._log.note(f"{phase} exceeded its budget of {budget:g} s; killing the agent process")
                 self._kill()

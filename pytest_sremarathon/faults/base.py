@@ -43,7 +43,8 @@ class Fault:
     impact: set[tuple[str, str]] = field(default_factory=set)  # (namespace, service) showing symptoms
     nodes: set[str] = field(default_factory=set)
     zones: set[str] = field(default_factory=set)
-    injected: bool = False
+    arrived: bool = False  # its cause is in (a faulty change committed and queued for its build …)
+    injected: bool = False  # … and active: ``truth.fault`` recorded, the window running
     ended: bool = False
     mitigated: bool = False
 
@@ -60,6 +61,11 @@ class FaultKind:
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         raise NotImplementedError
+
+    def active(self, world: World, fault: Fault) -> bool:
+        """Has what ``inject`` did taken effect? The fault's window starts when it has (a
+        change's build takes time); most kinds act at once."""
+        return True
 
     def cleanup(self, world: World, fault: Fault) -> None:
         raise NotImplementedError

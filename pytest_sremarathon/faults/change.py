@@ -1,7 +1,8 @@
 """Faults that arrive as changes through the deploy pipeline (code, configuration, manifests).
 
-Injection commits a curated change (``<apps_dir>/<app>/changes/*.yaml``) and deploys it;
-the root cause is ``service:<app>/<service>`` and the cause the pipeline change id. The on-call
+Injection commits a curated change (``<apps_dir>/<app>/changes/*.yaml``) and deploys it (its
+build queues and takes time, like every build: the fault is active from the moment the rollout
+of a deploy containing it starts); the root cause is ``service:<app>/<service>`` and the cause the pipeline change id. The on-call
 cleanup at the end of the window reverts the change if it is still in the tree.
 
 Each family judges mitigation from what the cluster actually runs, never from the repository:
@@ -125,6 +126,11 @@ class ChangeFault(FaultKind):
 
     def mitigated(self, world: World, fault: Fault) -> bool:
         return not self.live(world, fault) and self.serving(world, fault)
+
+    def active(self, world: World, fault: Fault) -> bool:
+        """A faulty change is active once a deploy containing it starts rolling out (its build
+        queued and ran first, when builds take time)."""
+        return world.pipelines.is_deployed(fault.app, fault.change)
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
         """The service's pod template and pods (what runs the faulty thing). Not its replica

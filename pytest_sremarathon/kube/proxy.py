@@ -147,6 +147,11 @@ class PolicyProxy(LoopbackServer):
                 return self._forward(conn, method, target, headers, body)
             _send(conn, 401, _JSON, _status(401, "Unauthorized", "Unauthorized"))
             return True
+        with self.gate(actor, method, path) as held:
+            return self._handle_as(conn, method, target, path, query, headers, body, actor, held.release)
+
+    def _handle_as(self, conn: Any, method: str, target: str, path: str, query: dict[str, str],
+                   headers: dict[str, str], body: bytes, actor: str, release: Any) -> bool:
         if "upgrade" in headers.get("connection", "").lower() or headers.get("upgrade"):
             _send(conn, 400, _JSON, _status(400, "BadRequest", "exec, attach and port-forward are not available "
                                             "through the sremarathon policy layer; use pod logs, events and metrics"))
@@ -169,7 +174,7 @@ class PolicyProxy(LoopbackServer):
                     _send(conn, 403, _JSON, self._forbidden(rp, decision))
                     return True
         if rp is None or method not in MUTATING:
-            return self._forward(conn, method, target, headers, body)
+            return self._forward(conn, method, target, headers, body, release=release)
         return self._mutate(conn, method, target, query, headers, body, rp, actor)
 
     def _mutate(self, conn: Any, method: str, target: str, query: dict[str, str], headers: dict[str, str],
@@ -233,7 +238,7 @@ class PolicyProxy(LoopbackServer):
             raise _Upstream503(str(exc)) from None
 
     def _forward(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
-                 status_out: Optional[dict[str, int]] = None) -> bool:
+                 status_out: Optional[dict[str, int]] = None, release: Any = None) -> bool:
         up = self.upstream
         streaming = method == "GET" and any(f"{k}=" in target for k in ("watch", "follow"))
         upstream_conn = up.connection(timeout=None if streaming else 60)
@@ -265,6 +270,8 @@ class PolicyProxy(LoopbackServer):
                 return True
             head += "Transfer-Encoding: chunked\r\n\r\n"
             conn.sendall(head.encode("latin-1"))
+            if streaming and release is not None:
+                release()  # a watch or a follow streams on while the cluster runs
             try:
                 while True:
                     piece = resp.read1(65536)

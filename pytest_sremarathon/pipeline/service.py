@@ -1,6 +1,17 @@
 """The build-and-deploy pipeline that both the orchestrator's changes and the agent's repairs
 go through: commit → build (unit tests, artifacts) → deploy (ConfigMaps, Services, Deployments
-with the artifacts' image digests) — and revert."""
+with the artifacts' image digests) — and revert.
+
+Without build times (:meth:`Pipelines.configure` not called, or ``builds: instant``) a deploy
+builds and applies at once. With them (:class:`~.builds.BuildTimes`), ``deploy`` and ``revert``
+queue a :class:`~.builds.Build`: one build runs at a time per app, for its drawn duration;
+:meth:`Pipelines.advance` (called every tick) finishes it — runs the unit tests, applies the
+rendered objects, which starts the rollout — and starts the next. The build is ``deploying``
+until every Deployment it changed has rolled out (``deployed``), or its rollout exceeded its
+progress deadline or failed its tests (``failed``). Consecutive queued builds of the
+orchestrator's coalesce into the newest (a CI system's auto-cancel of redundant pipelines); the
+agent's are never coalesced, so each of its repairs is deployed as its own action.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +25,12 @@ from typing import Any, Callable, Literal, Optional
 from .. import yamlio
 from ..agent.protocol import Change
 from ..apps import AppSpec
-from ..events import ChangeCommitted, Deployed
+from ..clock import iso
+from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..twin.cluster import TwinCluster
 from ..twin.runtime import Artifact
 from .build import BuildError, build
+from .builds import Build, BuildTimes
 from .repo import Author, GitError, GitRepo
 
 Actor = Literal["agent", "orchestrator"]
@@ -47,6 +60,11 @@ class AppPipeline:
     deployed_files: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     rendered: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)  # commit -> position in changes (main is linear)
+    queue: list[Build] = field(default_factory=list)
+    building: Optional[Build] = None
+    rolling: list[Build] = field(default_factory=list)  # deploying: rollout under way
+    history: list[Build] = field(default_factory=list)  # finished, newest last (a few kept)
 
 
 def apply_edit(text: str, find: str, replace: str) -> Optional[str]:
@@ -104,6 +122,8 @@ class Pipelines:
         self.workspace: Optional[Path] = None
         self._synced: dict[str, str] = {}
         self._parsed: dict[tuple[bool, str], Any] = {}
+        self.builds: Optional[BuildTimes] = None
+        self._build_count = 0
         for app in apps:
             repo = GitRepo.create(root / app.namespace, app.root, clock(), f"Import {app.name} {app.description}".strip())
             self.apps[app.namespace] = AppPipeline(app, repo)
@@ -119,11 +139,21 @@ class Pipelines:
         return [r.change for r in self._get(app).changes]
 
     def status(self, app: str) -> dict[str, Any]:
+        """Head, what is deployed (the commit whose rollout started last) and its images, and
+        the builds: queued, building and deploying ones with their times, then the last few
+        finished."""
         p = self._get(app)
-        return {"app": app, "head": p.repo.head()[:12], "deployed": (p.deployed or "")[:12],
-                "services": {svc: a.digest for svc, a in sorted(p.artifacts.items())}}
+        out: dict[str, Any] = {"app": app, "head": p.repo.head()[:12], "deployed": (p.deployed or "")[:12],
+                               "services": {svc: a.digest for svc, a in sorted(p.artifacts.items())}}
+        if self.builds is not None:
+            active = ([p.building] if p.building else []) + list(p.queue) + list(p.rolling)
+            out["builds"] = [b.public() for b in sorted(active, key=lambda b: b.id)] + \
+                [b.public() for b in p.history[-5:][::-1]]
+        return out
 
-    def revert(self, app: str, change_id: str, actor: Actor) -> Change:
+    def revert(self, app: str, change_id: str, actor: Actor, queued: Optional[list[Build]] = None) -> Change:
+        """Commit the inverse of ``change_id`` and deploy it (at once, or queue its build;
+        ``queued`` collects the build for the caller)."""
         p = self._get(app)
         record = self._find(p, change_id)
         try:
@@ -131,8 +161,161 @@ class Pipelines:
         except GitError as exc:
             raise PipelineError(409, str(exc)) from None
         reverted = self._record_commit(p, commit, actor).change
-        self._deploy(p, commit, "HEAD", actor)
+        if self.builds is None:
+            self._deploy(p, commit, "HEAD", actor)
+        else:
+            build_ = self._queue(p, commit, "HEAD", actor, announce=queued is None)
+            if queued is not None:
+                queued.append(build_)
         return reverted
+
+    # -- build times ---------------------------------------------------------------------
+    def configure(self, builds: Optional[BuildTimes]) -> None:
+        """Give builds their durations from now on (``None``: deploy at once)."""
+        self.builds = builds
+
+    @property
+    def defers(self) -> bool:
+        """Do deploys wait for a build (and so take effect later than the request)?"""
+        return self.builds is not None
+
+    def attach_action(self, queued: list[Build], action: Optional[str]) -> None:
+        """The policy point's id of the agent action that queued these builds (collected with
+        ``queued=``): they are announced, and an idle builder takes them, now."""
+        for b in queued:
+            b.action = action
+            self._announce(self._get(b.app), b)
+
+    def is_deployed(self, app: str, change_id: Optional[str]) -> bool:
+        """Has a deploy containing ``change_id`` started rolling out? (Main is linear: a commit
+        contains every change recorded before it.)"""
+        p = self._get(app)
+        record = next((r for r in p.changes if r.change.id == change_id), None)
+        if record is None or p.deployed is None:
+            return False
+        return p.order.get(record.commit, 1 << 30) <= p.order.get(p.deployed, -1)
+
+    def in_flight(self, app: str) -> list[Build]:
+        p = self._get(app)
+        return ([p.building] if p.building else []) + list(p.queue) + list(p.rolling)
+
+    def _queue(self, p: AppPipeline, commit: str, ref: str, actor: Actor, announce: bool = True) -> Build:
+        self._build_count += 1
+        b = Build(id=f"build-{self._build_count:05d}", app=p.app.namespace, commit=commit, ref=ref, actor=actor,
+                  queued_at=self.clock())
+        p.queue.append(b)
+        if announce:
+            self._announce(p, b)
+        return b
+
+    def _announce(self, p: AppPipeline, b: Build) -> None:
+        self._emit_build(b)
+        if p.building is None and p.queue and p.queue[0] is b:
+            self._start(p, b.queued_at)  # an idle builder takes it at once (a finished one waits for the tick)
+
+    def advance(self, now: datetime) -> None:
+        """Finish the builds due by ``now`` (deploying them), start the next ones, and follow
+        the rollouts under way. The marathon calls it once a tick, on its own thread."""
+        if self.builds is None:
+            return
+        for p in self.apps.values():
+            started_at: Optional[datetime] = None
+            while True:
+                b = p.building
+                if b is not None:
+                    assert b.finish_at is not None
+                    if b.finish_at > now:
+                        break
+                    p.building = None
+                    started_at = b.finish_at
+                    self._finish(p, b, now)
+                if not p.queue:
+                    break
+                self._start(p, started_at or now)
+            self._follow_rollouts(p, now)
+
+    def _start(self, p: AppPipeline, at: datetime) -> None:
+        assert self.builds is not None
+        head = p.queue[0]
+        take = 0
+        if head.actor == "orchestrator":  # coalesce the leading run of the orchestrator's builds
+            while take + 1 < len(p.queue) and p.queue[take + 1].actor == "orchestrator":
+                take += 1
+        b = p.queue[take]
+        at = max(at, b.queued_at)
+        for old in p.queue[:take]:
+            old.state, old.superseded_by, old.finished_at = "superseded", b.id, at
+            self._retire(p, old)
+        del p.queue[:take + 1]
+        b.state, b.started_at = "building", at
+        b.finish_at = at + self.builds.duration(p.app.namespace)
+        p.building = b
+        self._emit_build(b)
+
+    def _finish(self, p: AppPipeline, b: Build, now: datetime) -> None:
+        b.finished_at = b.finish_at
+        try:
+            changed = self._deploy(p, b.commit, b.ref, b.actor, action=b.action, build_id=b.id)["changed"]
+        except PipelineError as exc:
+            b.state, b.error = "failed", str(exc)
+            self._retire(p, b)
+            return
+        for old in p.rolling:  # a rollout replaced before it completed
+            old.state, old.superseded_by, old.completed_at = "superseded", b.id, now
+            self._retire(p, old)
+        p.rolling = []
+        b.rollout_started_at = now
+        b.workloads = changed
+        b.state = "deploying"
+        self._emit_build(b)
+        p.rolling.append(b)
+
+    def _follow_rollouts(self, p: AppPipeline, now: datetime) -> None:
+        for b in list(p.rolling):
+            states = [self._rollout_state(p.app.namespace, name) for name in b.workloads]
+            if "failed" in states:
+                b.state, b.error = "failed", "rollout exceeded its progress deadline"
+            elif all(s == "complete" for s in states):
+                b.state = "deployed"
+            else:
+                continue
+            b.completed_at = now
+            p.rolling.remove(b)
+            self._retire(p, b)
+
+    def _rollout_state(self, ns: str, name: str) -> str:
+        """``kubectl rollout status``'s judgement: complete when the controller has seen the
+        new template and every replica is updated and available; failed when the rollout
+        exceeded its progress deadline."""
+        store = getattr(self.cluster, "store", None)
+        d = store.get("Deployment", ns, name) if store is not None else None
+        if d is None:
+            return "complete"  # gone (or no store to read): nothing left to roll out
+        status = d.get("status") or {}
+        if int(status.get("observedGeneration", 0)) < int(d["metadata"].get("generation", 1)):
+            return "progressing"
+        reason = next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "Progressing"), None)
+        if reason == "ProgressDeadlineExceeded":
+            return "failed"
+        want = int((d.get("spec") or {}).get("replicas", 1))
+        if int(status.get("updatedReplicas", 0)) >= want and int(status.get("availableReplicas", 0)) >= want \
+                and int(status.get("replicas", 0)) <= want:
+            return "complete"
+        return "progressing"
+
+    def _retire(self, p: AppPipeline, b: Build) -> None:
+        self._emit_build(b)
+        p.history.append(b)
+        del p.history[:-20]
+
+    def _emit_build(self, b: Build) -> None:
+        at = {"queued": b.queued_at, "building": b.started_at}.get(b.state)
+        self.emit("pipeline.build", BuildRecord(
+            id=b.id, app=b.app, actor=b.actor, action=b.action, commit=b.commit[:12], ref=b.ref, state=b.state,
+            at=iso(at) if at is not None else None,
+            seconds=(b.finish_at - b.started_at).total_seconds() if b.state == "building" and b.finish_at
+            and b.started_at else None,
+            error=b.error, superseded_by=b.superseded_by, workloads=list(b.workloads)))
 
     def attach_workspace(self, root: Path) -> None:
         """Give the agent a git checkout of every app under ``root/<app>`` to commit to; its
@@ -180,16 +363,28 @@ class Pipelines:
             self._record_commit(p, commit, "agent")
         return sha
 
-    def deploy(self, app: str, ref: str, actor: Actor) -> dict[str, Any]:
+    def deploy(self, app: str, ref: str, actor: Actor, queued: Optional[list[Build]] = None) -> dict[str, Any]:
+        """Build and deploy ``ref`` (a change id, a commit, ``HEAD``, or a commit of the agent's
+        checkout, pushed first). With build times the answer is the queued build
+        (``{"app", "build", "state", "commit", "ref", "queued_at"}``); ``queued`` collects it."""
         p = self._get(app)
         pushed = self._push_from_workspace(p, ref) if actor == "agent" else None
         try:
             commit = pushed or p.repo.resolve(self._find(p, ref).commit if self._known(p, ref) else ref)
         except GitError as exc:
             raise PipelineError(404, str(exc)) from None
-        return self._deploy(p, commit, ref, actor)
+        if self.builds is None:
+            out = self._deploy(p, commit, ref, actor)
+            out.pop("changed")
+            return {**out, "commit": out["deployed"], "state": "deployed"}
+        b = self._queue(p, commit, ref, actor, announce=queued is None)
+        if queued is not None:
+            queued.append(b)
+        return {"app": app, "build": b.id, "state": b.state, "commit": commit[:12], "ref": ref,
+                "queued_at": iso(b.queued_at)}
 
-    def _deploy(self, p: AppPipeline, commit: str, ref: str, actor: Actor) -> dict[str, Any]:
+    def _deploy(self, p: AppPipeline, commit: str, ref: str, actor: Actor, *, action: Optional[str] = None,
+                build_id: Optional[str] = None) -> dict[str, Any]:
         app = p.app.namespace
         files = p.repo.files_at(commit)
         try:
@@ -199,6 +394,7 @@ class Pipelines:
         for artifact in result.artifacts.values():
             self.cluster.artifacts.put(artifact)
         message = next((r.change.message for r in reversed(p.changes) if r.commit == commit), "initial import")
+        changed: list[str] = []
         for obj in self._render(p.app, files, result.artifacts, commit, message):
             key = (obj["kind"], obj["metadata"]["name"])
             previous = p.rendered.get(key)
@@ -206,11 +402,14 @@ class Pipelines:
             if previous is None or _without_change_cause(previous) != _without_change_cause(obj):
                 self.cluster.apply(obj)
                 p.rendered[key] = obj
+                if obj["kind"] == "Deployment":
+                    changed.append(obj["metadata"]["name"])
         p.deployed, p.deployed_files, p.artifacts = commit, files, result.artifacts
         self.emit("pipeline.deploy", Deployed(actor=actor, app=app, ref=ref, commit=commit[:12],
-                                              artifacts={s: a.digest for s, a in sorted(result.artifacts.items())}))
+                                              artifacts={s: a.digest for s, a in sorted(result.artifacts.items())},
+                                              action=action, build=build_id))
         return {"app": app, "deployed": commit[:12], "tests": result.tests_run,
-                "services": {s: a.digest for s, a in sorted(result.artifacts.items())}}
+                "services": {s: a.digest for s, a in sorted(result.artifacts.items())}, "changed": changed}
 
     # -- the orchestrator's side -----------------------------------------------------------
     def commit_edits(self, app: str, edits: list[tuple[str, str, str]], message: str, author: str) -> Change:
@@ -252,6 +451,7 @@ class Pipelines:
                         kind=_change_kind(info.paths), author=info.author, message=info.message, time=self.clock(),
                         diff=info.diff)
         record = ChangeRecord(change, commit, actor)
+        p.order.setdefault(commit, len(p.changes))
         p.changes.append(record)
         data = change.model_dump(mode="json")
         data["diff"] = data["diff"][:4000]

@@ -51,6 +51,7 @@ import base64
 import copy
 import json
 import logging
+import math
 import select
 import socket
 import ssl
@@ -89,7 +90,9 @@ class ClusterTelemetry(Protocol):
 class Admission(Protocol):
     def decide(self, req: MutationRequest) -> Decision: ...
 
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None: ...
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> Optional[str]:
+        """Record the request; may return the action's id (``act-00042``)."""
+        ...
 
 
 @dataclass
@@ -190,6 +193,7 @@ class _Ctx:
     raw_body: bytes
     actor: str
     conn: socket.socket
+    release: Callable[[], None] = lambda: None  # let the think-time gate go (a stream, after its start)
 
     @property
     def accept(self) -> str:
@@ -262,6 +266,7 @@ class ApiServer(LoopbackServer):
         for key in ("api", "apis", "version"):
             self._static[f"/openapi/v3/{key}"] = _dumps(openapi.openapi_document(key))
         self.watch_bookmark_interval = 60.0  # wall seconds between BOOKMARKs on an idle watch
+        self.aged_actor = "agent"  # whose Event timestamps are served for client-side ages (_event_json)
         self._openapi_v2 = openapi.openapi_v2_protobuf()
 
     def _wake_streams(self) -> None:
@@ -298,8 +303,9 @@ class ApiServer(LoopbackServer):
                 if path == "/version" and method == "GET":
                     return 200, _JSON, self._static["/version"]
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            ctx = _Ctx(method, path, query, headers, body, actor, conn)
-            return self._route(ctx)
+            with self.gate(actor, method, path) as held:
+                ctx = _Ctx(method, path, query, headers, body, actor, conn, held.release)
+                return self._route(ctx)
         except _Stream:
             raise
         except ApiError as e:
@@ -419,6 +425,31 @@ class ApiServer(LoopbackServer):
         cache[key] = (rv, data)
         return data
 
+    # -- ages that clients compute -------------------------------------------------------------
+    #: The timestamps of an Event that clients age against their own clock (kubectl describe's
+    #: "Age" column, kubectl events): everything else in the twin is served in virtual time.
+    EVENT_AGED = ("firstTimestamp", "lastTimestamp", "eventTime")
+
+    def _presents_ages(self, ctx: _Ctx, kind: str) -> bool:
+        return kind == "Event" and ctx.actor == self.aged_actor and not self._want_table(ctx)
+
+    def _event_json(self, obj: dict[str, Any]) -> bytes:
+        """An Event as served to the agent: the times clients age are moved by (wall now − virtual
+        now), so that ``kubectl describe`` (which ages them against the wall clock) shows how long
+        ago, in virtual time, they happened. ``metadata.creationTimestamp`` stays virtual."""
+        shift = timedelta(seconds=math.floor(time.time() - self.store.clock().timestamp()))
+        out = dict(obj)
+        for key in self.EVENT_AGED:
+            when = tables.parse_time(out.get(key) or "")
+            if when is not None:
+                out[key] = _rfc3339nano(when + shift) if key == "eventTime" else iso(when + shift)
+        series = out.get("series")
+        if isinstance(series, dict) and series.get("lastObservedTime"):
+            when = tables.parse_time(series["lastObservedTime"])
+            if when is not None:
+                out["series"] = {**series, "lastObservedTime": _rfc3339nano(when + shift)}
+        return _dumps(out)
+
     def _want_table(self, ctx: _Ctx) -> bool:
         return "as=Table" in ctx.accept
 
@@ -439,6 +470,8 @@ class ApiServer(LoopbackServer):
             if self._want_metadata(ctx):
                 return 200, _JSON, _dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                            "metadata": obj["metadata"]})
+            if self._presents_ages(ctx, rt.kind):
+                return 200, _JSON, self._event_json(obj)
             return 200, _JSON, self._obj_json(obj)
 
     def _select(self, ctx: _Ctx, rt: ResourceType, ns: Optional[str]) -> list[dict[str, Any]]:
@@ -489,7 +522,8 @@ class ApiServer(LoopbackServer):
                     "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                "metadata": o["metadata"]} for o in objs]})
             head = _dumps({"kind": rt.kind + "List", "apiVersion": rt.group_version, "metadata": meta})
-            items = b",".join(self._obj_json(o) for o in objs)
+            serialise = self._event_json if self._presents_ages(ctx, rt.kind) else self._obj_json
+            items = b",".join(serialise(o) for o in objs)
         return 200, _JSON, head[:-1] + b',"items":[' + items + b"]}"
 
     # -- watch -----------------------------------------------------------------------------------
@@ -505,6 +539,7 @@ class ApiServer(LoopbackServer):
         lp = label_predicate(q.get("labelSelector"))
         fp = field_predicate(q.get("fieldSelector"), rt.kind)
         as_table = self._want_table(ctx)
+        aged = self._presents_ages(ctx, rt.kind)
         include_object = q.get("includeObject", "Metadata")
         bookmarks = _truthy(q.get("allowWatchBookmarks"))
         timeout = float(q.get("timeoutSeconds") or 1800)
@@ -524,6 +559,8 @@ class ApiServer(LoopbackServer):
                     "resourceVersion", ""), include_object=include_object, headers=state["headers"])
                 state["headers"] = False
                 obj_json = _dumps(t)
+            elif aged and type_ in ("ADDED", "MODIFIED", "DELETED"):
+                obj_json = self._event_json(obj if obj is not None else json.loads(obj_json))
             line = b'{"type":"' + type_.encode() + b'","object":' + obj_json + b"}\n"
             return b"%x\r\n%s\r\n" % (len(line), line)
 
@@ -555,6 +592,7 @@ class ApiServer(LoopbackServer):
                 raise _Stream()
             if out:
                 conn.sendall(b"".join(out))
+            ctx.release()  # the watch streams on while the cluster runs
             last_bookmark = time.monotonic()
             while not self._stopping.is_set():
                 out = []

@@ -253,18 +253,19 @@ class Controllers:
                           "Deployment does not have minimum availability.", with_update_time=True)
         name = new_rs["metadata"]["name"] if new_rs else d["metadata"]["name"]
         complete = new_rs is not None and updated == desired and available >= desired and total == desired
+        progress = before.get("updatedReplicas") != status.get("updatedReplicas") or \
+            before.get("availableReplicas") != status.get("availableReplicas") or \
+            before.get("observedGeneration") != status.get("observedGeneration")
         progressing = condition(d, "Progressing")
         if complete:
             set_condition(d, "Progressing", "True", now, "NewReplicaSetAvailable",
                           f'ReplicaSet "{name}" has successfully progressed.', with_update_time=True)
-        elif progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded":
-            pass
+        elif progressing is not None and progressing.get("reason") == "ProgressDeadlineExceeded" and not progress:
+            pass  # timed out, and nothing moved since (progress, or a new template, resumes it)
         else:
             deadline = int(d["spec"].get("progressDeadlineSeconds", 600))
             marker = progressing.get("lastUpdateTime") if progressing else None
-            changed = before.get("updatedReplicas") != status.get("updatedReplicas") or \
-                before.get("availableReplicas") != status.get("availableReplicas") or progressing is None or \
-                progressing.get("reason") == "NewReplicaSetAvailable"
+            changed = progress or progressing is None or progressing.get("reason") == "NewReplicaSetAvailable"
             if changed or marker is None:
                 set_condition(d, "Progressing", "True", now, "ReplicaSetUpdated",
                               f'ReplicaSet "{name}" is progressing.', with_update_time=True)

@@ -10,16 +10,41 @@ import socket
 import ssl
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import tls
 
 
+class _Pass:
+    def __enter__(self) -> "_Pass":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+_PASS = _Pass()
+
+
+def no_gate(actor: Optional[str], method: str, path: str) -> Any:
+    """The default request gate: every request is served at once."""
+    return _PASS
+
+
 class LoopbackServer:
     """Subclasses call ``__init__`` and implement ``_respond``; ``tokens`` (token -> actor)
-    name the users of the kubeconfigs it writes."""
+    name the users of the kubeconfigs it writes.
+
+    ``gate(actor, method, path)`` is entered around serving each authenticated request and
+    returns a context manager with ``release()`` (a stream releases it once its first answer is
+    out): the marathon's think-time coordinator (``thinktime.StepClock.gate``) charges and
+    serialises the agent's requests there."""
 
     tokens: dict[str, str]
+    gate: Callable[[Optional[str], str, str], Any] = staticmethod(no_gate)
 
     def __init__(self, name: str, host: str, port: int) -> None:
         self.name = name  # for thread names

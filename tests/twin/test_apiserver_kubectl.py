@@ -72,6 +72,10 @@ def test_describe(any_kubectl):
     out = any_kubectl("describe", "pod", POD_B, "-n", NS)
     assert "Node:             node-b1/" in out and "OOMKilled" in out
     assert "Back-off restarting failed container" in out  # events found by involvedObject field selector
+    # kubectl ages events against the wall clock: the twin serves their times so that it shows
+    # their virtual age (they were recorded five virtual minutes ago), not the year to 2026-01-05
+    events = out.split("Events:")[1]
+    assert "5m (x3 over 5m)" in events and "5m (x2 over 5m)" in events, events
     out = any_kubectl("describe", "deployment", "web", "-n", NS)
     assert "RollingUpdate" in out and "NewReplicaSet:   web-7d4b9c8f6d (2/2 replicas created)" in out
     out = any_kubectl("describe", "node", "node-a1")
