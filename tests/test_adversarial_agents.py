@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Optional
@@ -39,11 +39,12 @@ from pytest_sremarathon.baselines import (
 from pytest_sremarathon.baselines.adversarial import TOUCHED
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import VirtualClock, iso
-from pytest_sremarathon.policy import Decision, MutationRequest, Policy
+from pytest_sremarathon.policy import MutationRequest
 from pytest_sremarathon.twin.apiserver import ApiServer
 from pytest_sremarathon.twin.defaults import apply_defaults
 from pytest_sremarathon.twin.store import Store
 
+from admission import RecordingAdmission
 from test_marathon import run_json
 
 T0 = datetime(2026, 1, 5, 6, 0, tzinfo=timezone.utc)
@@ -55,18 +56,6 @@ ALL_AGENTS = [SprayComponents, SprayChanges, RotateCandidates, TouchWithoutFixin
 
 
 # ------------------------------------------------------------------------------ a small real cluster
-
-
-@dataclass
-class _Admission:
-    policy: Policy = field(default_factory=Policy)
-    records: list[tuple[MutationRequest, Decision, int]] = field(default_factory=list)
-
-    def decide(self, req: MutationRequest) -> Decision:
-        return self.policy.decide(req)
-
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
-        self.records.append((req, decision, status))
 
 
 class _Telemetry:
@@ -83,7 +72,7 @@ class _Telemetry:
 @dataclass
 class Cluster:
     store: Store
-    admission: _Admission
+    admission: RecordingAdmission
     server: ApiServer
     kubeconfig: Path
 
@@ -112,7 +101,7 @@ class Cluster:
 def cluster(tmp_path: Path) -> Any:
     clock = VirtualClock()
     store = Store(clock=clock)
-    c = Cluster(store, _Admission(), None, tmp_path / "agent.kubeconfig")  # type: ignore[arg-type]
+    c = Cluster(store, RecordingAdmission(), None, tmp_path / "agent.kubeconfig")  # type: ignore[arg-type]
     with store.lock:
         for ns in ["default", "monitoring", *DEPLOYMENTS]:
             store.create(apply_defaults({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},

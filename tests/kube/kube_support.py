@@ -8,7 +8,7 @@ import os
 import random
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,24 +16,11 @@ import yaml
 
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 from pytest_sremarathon.twin.backend import TwinBackend
 
+from admission import RecordingAdmission as Recorder  # the kube tests' name for it
+
 ORCHESTRATOR_TOKEN = "orchestrator-token-upstream-0123"
-
-
-@dataclass
-class Recorder:
-    """A policy point that keeps what it recorded."""
-
-    policy: Policy = field(default_factory=Policy)
-    records: list[tuple[MutationRequest, Decision, int]] = field(default_factory=list)
-
-    def decide(self, req: MutationRequest) -> Decision:
-        return self.policy.decide(req)
-
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
-        self.records.append((req, decision, status))
 
 
 @dataclass

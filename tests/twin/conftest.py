@@ -12,17 +12,18 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
 from pytest_sremarathon.clock import VirtualClock, iso
-from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 from pytest_sremarathon.twin.apiserver import ApiServer, Request, Response
 from pytest_sremarathon.twin.defaults import apply_defaults
 from pytest_sremarathon.twin.store import Store
+
+from admission import RecordingAdmission
 
 NS = "shop"
 AGENT_TOKEN = "agent-token-0123456789"
@@ -31,20 +32,6 @@ GDK = "/usr/lib/google-cloud-sdk/bin"
 
 
 # -- admission and telemetry -------------------------------------------------------------------
-
-@dataclass
-class RecordingAdmission:
-    """The real policy, plus a list of what was recorded."""
-
-    policy: Policy = field(default_factory=Policy)
-    records: list[tuple[MutationRequest, Decision, int]] = field(default_factory=list)
-
-    def decide(self, req: MutationRequest) -> Decision:
-        return self.policy.decide(req)
-
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
-        self.records.append((req, decision, status))
-
 
 @dataclass
 class CannedTelemetry:
@@ -290,7 +277,7 @@ def twin(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def client(twin: Twin) -> Any:
-    from kubernetes import client as k8s, config
+    from kubernetes import config
 
     api_client = config.new_client_from_config(config_file=str(twin.agent_kubeconfig))
     yield api_client

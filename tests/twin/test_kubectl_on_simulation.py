@@ -17,9 +17,10 @@ import pytest
 
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.twin.backend import TwinBackend
+
+from admission import RecordingAdmission
 
 TOKEN = "sim-agent-token"
 
@@ -44,24 +45,10 @@ class Kubectl:
         return self.run(*args).stdout
 
 
-class Recorder:
-    """The marathon's policy point, keeping what it decided."""
-
-    def __init__(self) -> None:
-        self.policy = Policy()
-        self.records: list[tuple[MutationRequest, Decision, int]] = []
-
-    def decide(self, req: MutationRequest) -> Decision:
-        return self.policy.decide(req)
-
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> None:
-        self.records.append((req, decision, status))
-
-
 class Sim:
     def __init__(self, tmp: Path) -> None:
         self.clock = VirtualClock()
-        self.admission = Recorder()
+        self.admission = RecordingAdmission()
         scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
         self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
                                    private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"})
