@@ -334,8 +334,7 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
     results: dict[str, FaultResult] = {}
     for fid, f in in_scope.items():
         assert window_end is not None
-        end = f.end if f.end is not None else window_end
-        end = max(end, f.start)
+        end = ends[fid]
         d = f.data
         r = FaultResult(id=fid, kind=d.get("kind", ""), app=d.get("app", ""),
                         component=d.get("component", ""), change=d.get("change"),

@@ -14,7 +14,6 @@ Slow (about a minute and a half), and run by CI like every test.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -29,22 +28,12 @@ import pytest
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import verify
 
+from fresh_venv import clean_env
+
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.slow
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without this virtualenv or any Python path of ours."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-           and not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-    venv_bin = str(Path(sys.prefix) / "bin")
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env.update(extra)
-    return env
 
 
 def run(*argv: str | Path, cwd: Path, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,6 @@ its virtualenv leaks in.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -24,24 +23,14 @@ import yaml
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 
+from fresh_venv import clean_env
+
 REPO = Path(__file__).resolve().parent.parent
 AGENT_PACKAGE = Path(__file__).resolve().parent / "thirdparty_agent"
 
 
 def run(*argv: str | Path, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without this virtualenv or any Python path of ours."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
-           and not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-    venv_bin = str(Path(sys.prefix) / "bin")
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    env.update(extra)
-    return env
 
 
 @pytest.mark.slow
