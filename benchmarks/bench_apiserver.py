@@ -70,7 +70,7 @@ def main() -> None:
 
     from pytest_sremarathon.clock import VirtualClock
     from pytest_sremarathon.twin.apiserver import ApiServer
-    from pytest_sremarathon.twin.store import Store
+    from pytest_sremarathon.k8s.store import Store
 
     clock = VirtualClock()
     store = Store(clock=clock)

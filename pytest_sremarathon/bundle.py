@@ -51,8 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from pydantic import BaseModel, ValidationError
 
 from .clock import iso, parse_iso
-from .events import EVENT_DATA, GENESIS, Event, canonical, sha256_hex
-from .scoring import SCORED_TYPES
+from .events import EVENT_DATA, GENESIS, SCORED_TYPES, Event, canonical, sha256_hex
 
 FORMAT = "sremarathon-bundle/1"
 EVENTS = "events.jsonl"
@@ -142,7 +141,7 @@ class BundleWriter:
 
     Every :meth:`emit` writes and flushes one line before returning (``fsync=True`` also forces
     it to disk), so a run killed at any point leaves a verifiable prefix. ``events`` keeps the
-    records the scorer reads (``retain``, default :data:`scoring.SCORED_TYPES`; ``None`` keeps
+    records the scorer reads (``retain``, default :data:`events.SCORED_TYPES`; ``None`` keeps
     everything) for live scoring; bulky telemetry (``sli``, ``alert``, ``cluster``…) lives only
     on disk. Safe to call from several threads (the API server records actions from its own).
     """

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import __version__, builtin, cli_bundle, cli_init, report
-from .agent.host import AgentSpec
+from .agent_host import AgentSpec
 from .agent.loader import AgentLoadError, check_agent
 from .errors import ConfigError, SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
@@ -250,7 +250,7 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     import time
 
     from .clock import EPOCH, VirtualClock
-    from .twin.backend import TwinBackend
+    from .backends.twin import TwinBackend
 
     try:
         scenario = open_scenario(args.scenario)

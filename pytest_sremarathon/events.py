@@ -22,6 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from .agent.protocol import Alert, Report
 
 GENESIS = "0" * 64
+#: Record types the scorer reads; everything else is ignored (and a bundle opened for scoring
+#: may drop the rest from memory).
+SCORED_TYPES = frozenset({"run.start", "run.end", "agent.step", "action", "truth.fault",
+                          "truth.fault_end", "truth.alert", "truth.mitigation", "truth.effect"})
 
 
 def canonical(obj: Any) -> str:

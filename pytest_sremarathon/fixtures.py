@@ -46,7 +46,7 @@ from . import builtin
 from .errors import SremarathonError
 
 if TYPE_CHECKING:
-    from .agent.host import AgentSpec
+    from .agent_host import AgentSpec
     from .marathon import Marathon, RunResult, SegmentWindow
     from .plugin import MarathonSession, MarathonTarget
     from .schedule import Schedule

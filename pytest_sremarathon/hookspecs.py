@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import pluggy
 
 if TYPE_CHECKING:
-    from .agent.host import StepOutcome
+    from .agent_host import StepOutcome
     from .agent.protocol import ObservationWire
     from .bundle import Bundle
     from .faults.base import FaultKind
@@ -59,7 +59,7 @@ def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":
     """Return ``{name: factory}`` for additional cluster backends, selectable with
     ``--marathon-backend NAME`` (``marathon_backend`` in the ini file).
 
-    A factory is called like :class:`pytest_sremarathon.twin.backend.TwinBackend`:
+    A factory is called like :class:`pytest_sremarathon.backends.twin.TwinBackend`:
     ``factory(scenario, clock, *, emit, admission, private_dir, tokens)``, and returns an object
     with ``store``, ``cluster``, ``pipelines`` and ``server`` attributes and ``tick(dt, rng)`` and
     ``close()`` methods. Subclassing ``TwinBackend`` is the easy way to get them.

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .agent.host import AgentHost, AgentSpec, StepOutcome
+from .agent_host import AgentHost, AgentSpec, StepOutcome
 from .agent.protocol import Alert, EnvironmentWire, ObservationWire
 from .alerts.engine import AlertEngine
 from .alerts.noise import NoiseGenerator
@@ -45,8 +45,8 @@ from .scenario import Scenario
 from .schedule import Schedule, generate
 from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
 from .thinktime import StepCharge, StepClock, ThinkTime
-from .twin.apiserver import ApiServer
-from .twin.backend import TwinBackend
+from .serving.loopback import LoopbackServer
+from .backends import Backend, backend_factories, resolve_backend
 
 SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)
@@ -66,42 +66,6 @@ class MarathonOptions:
     backend: str = "twin"  # a name from backend_factories(hook), or "prefix:ARG" (kubeconfig:PATH)
     keep_cluster: bool = False  # a cluster the backend created outlives the run (kind)
     think_time: Optional[ThinkTime] = None  # default: the scenario's agent.think_time
-
-
-def backend_factories(hook: Any = None) -> dict[str, Callable[..., Any]]:
-    """Cluster backends by name: the embedded twin plus those from ``pytest_sremarathon_backends``
-    hooks. A factory is called like :class:`TwinBackend` and returns an object with the same
-    ``store``/``cluster``/``pipelines``/``server`` attributes and ``tick``/``close`` methods."""
-    from .kube import BACKENDS  # kind, kubeconfig:PATH (a name ending in ":" takes an argument)
-
-    factories: dict[str, Callable[..., Any]] = {TwinBackend.name: TwinBackend, **BACKENDS}
-    for extra in (hook.pytest_sremarathon_backends() if hook else []):
-        factories.update(extra or {})
-    return factories
-
-
-def resolve_backend(name: str, hook: Any = None, **options: Any) -> Optional[Callable[..., Any]]:
-    """The factory for ``name`` (None if unknown): an exact name, or ``prefix:ARG`` for a
-    factory registered as ``prefix:`` (called with ``target=ARG``); the ``options`` it accepts
-    (``keep_cluster``) are bound."""
-    import functools
-    import inspect
-
-    factories = backend_factories(hook)
-    factory, bound = (None if name.endswith(":") else factories.get(name)), {}
-    if factory is None:
-        prefix, sep, arg = name.partition(":")
-        factory = factories.get(prefix + ":") if sep and arg else None
-        bound["target"] = arg
-    if factory is None:
-        return None
-    try:
-        params = inspect.signature(factory).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        bound.update({k: v for k, v in options.items() if takes_any or k in params})
-    except (TypeError, ValueError):
-        pass
-    return functools.partial(factory, **bound) if bound else factory
 
 
 @dataclass(frozen=True)
@@ -211,7 +175,7 @@ class Marathon:
         self._started = False
         self._finished: Optional[RunResult] = None
         self.host: Optional[AgentHost] = None
-        self.server: Optional[ApiServer] = None
+        self.server: Optional[LoopbackServer] = None
 
     # -- World (what fault kinds act on) ----------------------------------------------------
     def curated(self, app: str, change_id: str) -> CuratedChange:

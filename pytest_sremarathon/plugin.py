@@ -203,7 +203,7 @@ def read_settings(config: pytest.Config) -> Settings:
             raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
         backend = f"kubeconfig:{path}"
     if backend != "twin" and not _backend_known(backend, config):  # (the default costs no import)
-        from .marathon import backend_factories
+        from .backends import backend_factories
 
         known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
         raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
@@ -245,7 +245,7 @@ def read_settings(config: pytest.Config) -> Settings:
 
 
 def _backend_known(backend: str, config: pytest.Config) -> bool:
-    from .marathon import resolve_backend
+    from .backends import resolve_backend
 
     return resolve_backend(backend, config.hook) is not None
 
@@ -503,7 +503,7 @@ class MarathonSession:
         return None if found else f"--agent-cmd: command not found: {exe}"
 
     def options(self, target: MarathonTarget) -> MarathonOptions:
-        from .agent.host import AgentSpec
+        from .agent_host import AgentSpec
         from .bundle import load_signing_key
         from .marathon import MarathonOptions
         from .thinktime import parse_think_time

@@ -47,7 +47,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
+from .bundle import ground_truth_attribution
 from .clock import iso, parse_iso
+from .events import SCORED_TYPES
 
 if TYPE_CHECKING:
     from .bundle import Bundle
@@ -62,9 +64,6 @@ SCORING_VERSION = 2
 #: Repair credit needs the fault localized this precisely (credit 1/k: at most two candidates,
 #: so one change of mind after a wrong first answer still earns the repair).
 REPAIR_MIN_CREDIT = 0.5
-#: Record types the scorer reads; everything else is ignored.
-SCORED_TYPES = frozenset({"run.start", "run.end", "agent.step", "action", "truth.fault",
-                          "truth.fault_end", "truth.alert", "truth.mitigation", "truth.effect"})
 
 
 @dataclass
@@ -520,8 +519,6 @@ def _repair_step(t_repair: datetime, app: Optional[str], actions: list[tuple[dat
 
 def score_bundle(bundle: "Bundle", partial: bool = False) -> MarathonScore:
     """Score an opened bundle. An unsealed (crashed) run needs ``partial=True``."""
-    from .bundle import ground_truth_attribution
-
     if not bundle.sealed and not partial:
         raise ValueError(f"{bundle.path}: the bundle is not sealed; score it with partial=True")
     return score_events(bundle.iter_events(SCORED_TYPES), attribution=ground_truth_attribution(bundle))

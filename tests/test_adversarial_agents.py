@@ -42,7 +42,7 @@ from pytest_sremarathon.clock import VirtualClock, iso
 from pytest_sremarathon.policy import MutationRequest
 from pytest_sremarathon.twin.apiserver import ApiServer
 from pytest_sremarathon.twin.defaults import apply_defaults
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.k8s.store import Store
 
 from admission import RecordingAdmission
 from test_marathon import run_json

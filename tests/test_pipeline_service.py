@@ -14,8 +14,8 @@ from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH, VirtualClock
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
 from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.twin.runtime import ArtifactStore
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.k8s.store import Store
 
 SHOP = APPS_DIR / "shop"
 CONFIG = "config/recommendation.yaml"

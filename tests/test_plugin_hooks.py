@@ -60,7 +60,7 @@ def test_fault_kinds_hook_adds_a_kind_the_scenario_can_schedule(pytester: pytest
 def test_backends_hook_adds_a_backend_for_marathon_backend(pytester: pytest.Pytester, marathon_file) -> None:
     pytester.makeconftest("""
         from pathlib import Path
-        from pytest_sremarathon.twin.backend import TwinBackend
+        from pytest_sremarathon.backends.twin import TwinBackend
 
         class CountingTwin(TwinBackend):
             name = "counting-twin"

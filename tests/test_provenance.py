@@ -26,10 +26,11 @@ from pytest_sremarathon.faults.infrastructure import rollout_restart
 from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.provenance import Cause, EvidenceRef, Provenance
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.twin.cluster import Topology, TwinCluster
-from pytest_sremarathon.twin.objects import pod_is_active
-from pytest_sremarathon.twin.runtime import ArtifactStore
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.cluster import Topology
+from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.k8s.objects import pod_is_active
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.k8s.store import Store
 
 from test_marathon import run_json
 

@@ -1,6 +1,6 @@
 """The agent's own process: ``python -m pytest_sremarathon.agent.worker``.
 
-Started by :class:`~pytest_sremarathon.agent.host.AgentHost`, never by users.
+Started by :class:`~pytest_sremarathon.agent_host.AgentHost`, never by users.
 
 Framing (shared by this worker and ``--agent-cmd`` programs)
 ------------------------------------------------------------

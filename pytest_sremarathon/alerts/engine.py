@@ -16,7 +16,7 @@ from .rules import Rule
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
-    from ..twin.cluster import TwinCluster
+    from ..cluster import Cluster
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -55,7 +55,7 @@ class AlertEngine:
         self.alerts[alert_id] = alert
         return alert
 
-    def evaluate(self, now: datetime, dt: float, cluster: "TwinCluster", apps: dict[str, "AppSpec"]) -> list[Transition]:
+    def evaluate(self, now: datetime, dt: float, cluster: "Cluster", apps: dict[str, "AppSpec"]) -> list[Transition]:
         out: list[Transition] = []
         matching: set[Key] = set()
         for rule in self.rules:

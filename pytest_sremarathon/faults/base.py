@@ -12,14 +12,14 @@ from ..provenance import EvidenceRef
 if TYPE_CHECKING:
     from ..apps import AppSpec
     from ..pipeline.service import Pipelines
-    from ..twin.cluster import TwinCluster
+    from ..cluster import Cluster
     from .catalogue import CuratedChange
 
 
 class World(Protocol):
     """The parts of a running marathon that fault kinds act on."""
 
-    cluster: "TwinCluster"
+    cluster: "Cluster"
     pipelines: "Pipelines"
     apps: dict[str, "AppSpec"]
 

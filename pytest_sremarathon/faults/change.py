@@ -23,7 +23,7 @@ import yaml
 
 from .. import yamlio
 from ..pipeline.service import PipelineError, apply_edit
-from ..twin.objects import pod_is_active, pod_is_ready
+from ..k8s.objects import pod_is_active, pod_is_ready
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, workload_evidence
 from .catalogue import CuratedChange, FaultTag

@@ -13,8 +13,8 @@ import base64
 import hashlib
 from typing import Any, Optional
 
-from ..twin.kubelet import Container
-from ..twin.runtime import password_key
+from ..cluster import RunningContainer
+from ..runtime.code import password_key
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
 from .infrastructure import (app_pods, created_since, impact_on_nodes, rollout_restart, serving,
@@ -29,7 +29,7 @@ SLOW_LOG = {
 SLOW_LOG_DEFAULT = "WARNING slow I/O on /data: fsync took 2214ms (device busy)"
 
 
-def running_containers(world: World, ns: str, service: str) -> list[Container]:
+def running_containers(world: World, ns: str, service: str) -> list[RunningContainer]:
     """Containers of a service that run and answer (their node is up)."""
     return [c for c in world.cluster.kubelet.containers.values()
             if c.namespace == ns and c.service == service and c.state == "running" and c.ctx is not None

@@ -13,10 +13,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Optional
 
-from ..twin.cluster import diurnal
-from ..twin.objects import pod_is_active, pod_is_ready
-from ..twin.quantity import cpu_millicores
-from ..twin.store import iso
+from ..cluster import diurnal
+from ..k8s.objects import pod_is_active, pod_is_ready
+from ..k8s.quantity import cpu_millicores
+from ..k8s.store import iso
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
 

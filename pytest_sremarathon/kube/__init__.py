@@ -10,31 +10,8 @@
 ``traffic``        user traffic as real HTTP requests
 ``node_faults``    node, zone and network faults on kind's node containers (docker, iptables, tc)
 ``proxy``          the policy layer: a recording, enforcing reverse proxy for the agent
-``backend``        ``KubeBackend``: all of the above behind the marathon's backend interface
 =================  ==========================================================================
 
-Importing this package is cheap; the backends load their modules when first used.
+The backend built from these (``KubeBackend``) is :mod:`pytest_sremarathon.backends.kube`.
 """
 
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Any
-
-
-def kind_backend(*args: Any, **kw: Any) -> Any:
-    """``--marathon-backend kind``: a kind cluster created for the run."""
-    from .backend import KubeBackend
-
-    return KubeBackend(*args, **kw)
-
-
-def kubeconfig_backend(*args: Any, target: str, **kw: Any) -> Any:
-    """``--marathon-backend kubeconfig:PATH``: an existing cluster."""
-    from .backend import KubeBackend
-
-    return KubeBackend(*args, kubeconfig=Path(target), **kw)
-
-
-#: Backend factories by name; a name ending in ``:`` takes an argument (``kubeconfig:PATH``).
-BACKENDS = {"kind": kind_backend, "kubeconfig:": kubeconfig_backend}

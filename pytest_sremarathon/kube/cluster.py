@@ -10,7 +10,7 @@ pipeline, the alert rules and the fault kinds already use on the twin.
   Deployments, ReplicaSets, Services, Endpoints, ConfigMaps, Secrets of the apps), relisted
   by :meth:`KubeCluster.refresh`; an in-place change published with ``store.touch(obj)`` (a
   fault's cleanup uncordoning a node, a rollout restart) is written to the cluster;
-* ``metrics`` — the twin's :class:`~pytest_sremarathon.twin.metrics.MetricStore`, filled by
+* ``metrics`` — the twin's :class:`~pytest_sremarathon.metrics.MetricStore`, filled by
   scraping every application pod's ``/metrics`` through the API server's pod proxy
   (:mod:`.scrape`); ``node_usage`` from the kubelets' summary API, also through the API server;
 * ``kubelet.containers`` — the running containers with the configuration they started with
@@ -38,11 +38,11 @@ from typing import Any, Callable, Iterable, Optional
 from ..apps import AppSpec
 from ..pipeline.service import PipelineError
 from ..runtime.artifacts import datastore
-from ..twin.cluster import diurnal
-from ..twin.metrics import MetricStore
-from ..twin.objects import pod_is_ready
-from ..twin.runtime import Artifact, ArtifactStore
-from ..twin.store import Store
+from ..cluster import diurnal
+from ..metrics import MetricStore
+from ..k8s.objects import pod_is_ready
+from ..runtime.code import Artifact, ArtifactStore
+from ..k8s.store import Store
 from . import node_faults
 from .api import KubeApi, KubeApiError, api_version, collection_path, object_path
 from .images import ImagePublisher, image_tag

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional, Protocol, Sequence
 
 from ..errors import SremarathonError
-from ..twin.runtime import Artifact
+from ..runtime.code import Artifact
 from ..runtime.artifacts import is_datastore, short_digest, write_artifact
 
 REGISTRY = "registry.sremarathon.local"
@@ -187,7 +187,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from ..apps import load_app
     from ..builtin import APPS_DIR
-    from ..pipeline.build import package
+    from ..runtime.artifacts import package
     from ..runtime.artifacts import datastore
 
     p = argparse.ArgumentParser(prog="python -m pytest_sremarathon.kube.images")

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import yaml
 
 from ..errors import SremarathonError
-from ..twin.cluster import Topology
+from ..cluster import Topology
 from .api import KubeApi
 from .images import docker_unavailable
 

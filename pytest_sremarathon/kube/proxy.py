@@ -41,9 +41,9 @@ from urllib.parse import parse_qsl, unquote, urlencode
 import yaml
 
 from ..policy import Decision, MutationRequest
-from ..twin.apiserver import Admission, ExtensionHandler, Request, Response
-from ..twin.loopback import LoopbackServer
-from ..twin.store import ApiError
+from ..serving.http import Admission, ExtensionHandler, Request, Response
+from ..serving.loopback import LoopbackServer
+from ..k8s.store import ApiError
 from .api import KubeApi
 
 log = logging.getLogger(__name__)

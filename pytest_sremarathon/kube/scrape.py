@@ -1,8 +1,8 @@
 """Telemetry on a real cluster without installing anything: the orchestrator scrapes every
 application pod's ``/metrics`` through the API server's pod proxy
 (``/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy/metrics``) and turns the counters into the
-twin's per-service metrics (:data:`pytest_sremarathon.twin.metrics.METRICS`), recorded in the
-same :class:`~pytest_sremarathon.twin.metrics.MetricStore` — so the alert rules, the agent's
+twin's per-service metrics (:data:`pytest_sremarathon.metrics.METRICS`), recorded in the
+same :class:`~pytest_sremarathon.metrics.MetricStore` — so the alert rules, the agent's
 telemetry endpoint and the SLI records read the same numbers on both backends.
 
 Per service, between two scrapes ``dt`` seconds apart (the twin's definitions):
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Optional
 
-from ..twin.metrics import MetricStore
+from ..metrics import MetricStore
 
 REQUESTS = "sremarathon_requests_total"
 DURATION = "sremarathon_request_duration_seconds"

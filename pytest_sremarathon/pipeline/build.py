@@ -3,7 +3,6 @@ content-addressed artifact per code service."""
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from dataclasses import dataclass
 from types import ModuleType
@@ -11,7 +10,8 @@ from typing import Callable
 
 from ..apps import AppSpec
 from ..errors import SremarathonError
-from ..twin.runtime import Artifact, ContainerCrash, compile_source, format_exception, load_module
+from ..runtime import artifacts
+from ..runtime.code import Artifact, ContainerCrash, compile_source, format_exception, load_module
 
 
 class BuildError(SremarathonError):
@@ -24,25 +24,11 @@ class BuildResult:
     tests_run: int
 
 
-def _helpers(app: AppSpec, files: dict[str, str]) -> dict[str, str]:
-    """Shared modules: files in services/ that are not a service of their own."""
-    return {p: s for p, s in files.items() if p.startswith("services/") and p.endswith(".py")
-            and p[len("services/"):-3] not in app.services}
-
-
 def package(app: AppSpec, files: dict[str, str]) -> dict[str, Artifact]:
-    helpers = _helpers(app, files)
-    out = {}
-    for svc in app.code_services():
-        entry = f"services/{svc}.py"
-        if entry not in files:
-            raise BuildError(f"{app.name}: service {svc} has no {entry} in this revision")
-        content = {entry: files[entry], **helpers}
-        h = hashlib.sha256()
-        for path in sorted(content):
-            h.update(path.encode() + b"\0" + content[path].encode() + b"\0")
-        out[svc] = Artifact(app.namespace, svc, f"sha256:{h.hexdigest()}", entry, content)
-    return out
+    try:
+        return artifacts.package(app, files)
+    except artifacts.ArtifactError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def run_unit_tests(app: AppSpec, files: dict[str, str], artifacts: dict[str, Artifact]) -> int:

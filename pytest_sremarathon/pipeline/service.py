@@ -27,8 +27,8 @@ from ..agent.protocol import Change
 from ..apps import AppSpec
 from ..clock import iso
 from ..events import BuildRecord, ChangeCommitted, Deployed
-from ..twin.cluster import TwinCluster
-from ..twin.runtime import Artifact
+from ..cluster import Cluster
+from ..runtime.code import Artifact
 from .build import BuildError, build
 from .builds import Build, BuildTimes
 from .repo import Author, GitError, GitRepo
@@ -112,7 +112,7 @@ def _service_of(app: AppSpec, paths: list[str]) -> Optional[str]:
 class Pipelines:
     """One pipeline per application; every action is recorded through ``emit``."""
 
-    def __init__(self, apps: list[AppSpec], cluster: TwinCluster, root: Path, clock: Callable[[], datetime],
+    def __init__(self, apps: list[AppSpec], cluster: Cluster, root: Path, clock: Callable[[], datetime],
                  emit: Callable[[str, Any], None]) -> None:
         self.cluster = cluster
         self.clock = clock

@@ -4,8 +4,8 @@
 
 One small program runs every code service of every application (and, with ``--datastore``, the
 key-value datastore the apps keep their state in). It loads the service module from the built
-artifact with the twin's own :func:`~pytest_sremarathon.twin.runtime.load_module` and hands
-handlers the twin's :class:`~pytest_sremarathon.twin.runtime.Context`, whose router here is
+artifact with the twin's own :func:`~pytest_sremarathon.runtime.code.load_module` and hands
+handlers the twin's :class:`~pytest_sremarathon.runtime.code.Context`, whose router here is
 real: ``ctx.call`` is HTTP to the Kubernetes Service name, ``ctx.store`` talks to a datastore
 process, ``ctx.work`` burns CPU. See :mod:`.server` for the HTTP surface, :mod:`.router` for
 calls and :mod:`.metrics` for ``/metrics``; :mod:`.local` runs a whole application as processes

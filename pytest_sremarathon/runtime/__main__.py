@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from ..twin.runtime import Artifact
+from .code import Artifact
 from .artifacts import ArtifactError, MANIFEST, datastore, read_artifact
 from .metrics import Registry
 from .router import HttpRouter
@@ -91,7 +91,7 @@ def load_config(path: Optional[Path]) -> dict[str, str]:
 
 def _from_source(apps_dir: Path, app_name: str, service: str) -> tuple[Artifact, dict[str, dict[str, Any]]]:
     from ..apps import load_app
-    from ..pipeline.build import package
+    from .artifacts import package
 
     app = load_app(apps_dir / app_name)
     spec = app.services.get(service)

@@ -8,7 +8,7 @@ An artifact directory holds the service's source files at their artifact paths
 
 In the image it is ``/app``, so a traceback's ``File "/app/services/cart.py"`` is a real path in
 the container — the same path the twin prints. The digest is the build step's content digest
-(:func:`pytest_sremarathon.pipeline.build.package`), recomputed and checked on load, so a pod's
+(:func:`package`), recomputed and checked on load, so a pod's
 image tag, the pipeline's record and the code that runs agree byte for byte.
 """
 
@@ -17,8 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..twin.runtime import DATASTORE_SOURCE, Artifact, datastore_artifact
+from .code import DATASTORE_SOURCE, Artifact, datastore_artifact
+
+if TYPE_CHECKING:
+    from ..apps import AppSpec
 
 MANIFEST = "artifact.json"
 FORMAT = 1
@@ -99,3 +103,26 @@ def datastore(app: str, service: str, image: str) -> Artifact:
 
 def is_datastore(artifact: Artifact) -> bool:
     return artifact.files.get(artifact.entry) == DATASTORE_SOURCE
+
+
+def _helpers(app: "AppSpec", files: dict[str, str]) -> dict[str, str]:
+    """Shared modules: files in services/ that are not a service of their own."""
+    return {p: s for p, s in files.items() if p.startswith("services/") and p.endswith(".py")
+            and p[len("services/"):-3] not in app.services}
+
+
+def package(app: "AppSpec", files: dict[str, str]) -> dict[str, Artifact]:
+    """Source files of one revision -> one artifact per code service (its entry module plus the
+    shared helper modules), named by the digest of its content."""
+    helpers = _helpers(app, files)
+    out = {}
+    for svc in app.code_services():
+        entry = f"services/{svc}.py"
+        if entry not in files:
+            raise ArtifactError(f"{app.name}: service {svc} has no {entry} in this revision")
+        content = {entry: files[entry], **helpers}
+        h = hashlib.sha256()
+        for path in sorted(content):
+            h.update(path.encode() + b"\0" + content[path].encode() + b"\0")
+        out[svc] = Artifact(app.namespace, svc, f"sha256:{h.hexdigest()}", entry, content)
+    return out

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..apps import AppSpec
-from ..twin.runtime import ArtifactStore
+from .code import ArtifactStore
 from .artifacts import short_digest, write_artifact
 
 LOOPBACK = "127.0.0.1"

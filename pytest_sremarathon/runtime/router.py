@@ -1,4 +1,4 @@
-"""The real :class:`~pytest_sremarathon.twin.runtime.Router`: what ``ctx.call``, ``ctx.work``
+"""The real :class:`~pytest_sremarathon.runtime.code.Router`: what ``ctx.call``, ``ctx.work``
 and ``ctx.external`` do in a service process.
 
 * ``ctx.call(service, endpoint, payload)`` is ``POST http://<service>.<namespace>.svc.cluster.local:<port>/<endpoint>``
@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from ..twin.runtime import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from .code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from .metrics import Registry
 
 DEFAULT_TIMEOUT_MS = 1000.0

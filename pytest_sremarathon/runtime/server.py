@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional, TextIO
 
-from ..twin.runtime import Artifact, ContainerCrash, Context, ServiceError, format_exception, load_module
+from .code import Artifact, ContainerCrash, Context, ServiceError, format_exception, load_module
 from .metrics import CONTENT_TYPE, Registry
 from .router import HttpRouter
 

@@ -66,10 +66,11 @@ from urllib.parse import parse_qsl, unquote
 import yaml
 
 from ..policy import Decision, MutationRequest
+from ..serving.http import Admission, ExtensionHandler, Request, Response
 from . import defaults, openapi, patch as patching, protobuf, tables
-from .loopback import LoopbackServer
-from .selectors import field_predicate, label_predicate, selector_string
-from .store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
+from ..serving.loopback import LoopbackServer
+from ..k8s.selectors import field_predicate, label_predicate, selector_string
+from ..k8s.store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 
 log = logging.getLogger(__name__)
 
@@ -85,36 +86,6 @@ class ClusterTelemetry(Protocol):
     def pod_usage(self, namespace: str, pod: str) -> dict[str, tuple[int, int]]: ...  # container -> (mCPU, bytes)
 
     def node_usage(self, node: str) -> tuple[int, int]: ...
-
-
-class Admission(Protocol):
-    def decide(self, req: MutationRequest) -> Decision: ...
-
-    def record(self, req: MutationRequest, decision: Decision, status: int) -> Optional[str]:
-        """Record the request; may return the action's id (``act-00042``)."""
-        ...
-
-
-@dataclass
-class Request:
-    """What an extension handler sees: the authenticated request, body parsed as JSON."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Any
-    actor: str
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Response:
-    status: int
-    body: dict | list | str
-    content_type: str = "application/json"
-
-
-ExtensionHandler = Callable[[Request], Response]
 
 
 # -- helpers ------------------------------------------------------------------------------------

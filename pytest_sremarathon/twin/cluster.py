@@ -11,34 +11,18 @@ from datetime import datetime
 from typing import Any, Optional
 
 from ..apps import AppSpec
+from ..cluster import Topology, diurnal
 from .defaults import apply_defaults
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .kubelet import Kubelet
-from .metrics import MetricStore
-from .objects import EventRecorder, pod_is_ready, set_condition
-from .runtime import ArtifactStore
+from ..metrics import MetricStore
+from ..k8s.objects import EventRecorder, pod_is_ready, set_condition
+from ..runtime.code import ArtifactStore
 from .scheduler import ZONE, Scheduler
-from .store import Store, iso
+from ..k8s.store import Store, iso
 from .traffic import Network, ServiceStats, TrafficEngine
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
-
-
-@dataclass
-class Topology:
-    zones: tuple[str, ...] = ("zone-a", "zone-b")
-    nodes_per_zone: int = 2
-    node_cpu: str = "4"
-    node_memory: str = "16Gi"
-
-    def node_names(self) -> list[tuple[str, str]]:
-        return [(f"worker-{z.split('-')[-1]}{i + 1}", z) for z in self.zones for i in range(self.nodes_per_zone)]
-
-
-def diurnal(t: datetime) -> float:
-    """Traffic shape over the day: trough 35% at 04:00 UTC, peak 100% at 16:00 UTC."""
-    hours = t.hour + t.minute / 60
-    return 0.35 + 0.65 * (0.5 - 0.5 * math.cos(2 * math.pi * (hours - 4) / 24))
 
 
 @dataclass

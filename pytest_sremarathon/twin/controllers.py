@@ -11,10 +11,20 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from .objects import (EventRecorder, condition, controller_of, is_owned_by, owner_ref, pod_is_active,
-                      pod_is_ready, selector_matches, set_condition, template_hash)
+from ..k8s.objects import (
+    EventRecorder,
+    condition,
+    controller_of,
+    is_owned_by,
+    owner_ref,
+    pod_is_active,
+    pod_is_ready,
+    selector_matches,
+    set_condition,
+    template_hash,
+)
 from .defaults import default_pod_spec, qos_class
-from .store import Store, iso
+from ..k8s.store import Store, iso
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"

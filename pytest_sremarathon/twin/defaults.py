@@ -16,8 +16,8 @@ import copy
 import re
 from typing import Any, Optional
 
-from .selectors import match_selector_object
-from .store import BY_KIND, ApiError
+from ..k8s.selectors import match_selector_object
+from ..k8s.store import BY_KIND, ApiError
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -13,11 +13,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .objects import EventRecorder, pod_is_active, set_condition
-from .quantity import cpu_millicores, memory_bytes
-from .runtime import (Artifact, ArtifactStore, ContainerCrash, Context, Router, datastore_artifact, format_exception,
-                      load_module)
-from .store import Store, iso
+from ..k8s.objects import EventRecorder, pod_is_active, set_condition
+from ..k8s.quantity import cpu_millicores, memory_bytes
+from ..runtime.code import (
+    Artifact,
+    ArtifactStore,
+    ContainerCrash,
+    Context,
+    Router,
+    datastore_artifact,
+    format_exception,
+    load_module,
+)
+from ..k8s.store import Store, iso
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler

@@ -21,7 +21,7 @@ import hashlib
 import json
 from typing import Any
 
-from .store import RESOURCE_TYPES, ResourceType
+from ..k8s.store import RESOURCE_TYPES, ResourceType
 
 SERVER_VERSION = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.4-sremarathon", "gitCommit": "0" * 40,

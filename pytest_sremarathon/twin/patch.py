@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Optional
 
-from .store import ApiError
+from ..k8s.store import ApiError
 
 # -- schema: where lists merge rather than replace ------------------------------------------
 

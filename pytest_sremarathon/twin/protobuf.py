@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ._proto_schema import MESSAGES
-from .store import ApiError
+from ..k8s.store import ApiError
 
 MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Optional
 
-from .objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
-from .quantity import cpu_millicores, memory_bytes
-from .store import Store
+from ..k8s.objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
+from ..k8s.quantity import cpu_millicores, memory_bytes
+from ..k8s.store import Store
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from .selectors import selector_string
+from ..k8s.selectors import selector_string
 
 
 

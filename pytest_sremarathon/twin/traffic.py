@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .runtime import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
-from .store import Store
+from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from ..k8s.store import Store
 
 if TYPE_CHECKING:
     from ..apps import AppSpec

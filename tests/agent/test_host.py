@@ -21,7 +21,7 @@ if str(HERE) not in sys.path:  # agents_for_tests must be importable here and in
     sys.path.insert(0, str(HERE))
 
 from pytest_sremarathon.agent.clients import PipelineClient, TelemetryClient  # noqa: E402
-from pytest_sremarathon.agent.host import AgentHost, AgentSpec, detect_isolation  # noqa: E402
+from pytest_sremarathon.agent_host import AgentHost, AgentSpec, detect_isolation
 from pytest_sremarathon.agent.protocol import (  # noqa: E402
     Alert,
     EnvironmentWire,

@@ -31,10 +31,10 @@ from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import REPO_FILES
 from pytest_sremarathon.pipeline.service import Pipelines, apply_edit
 from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.twin.objects import pod_is_ready
-from pytest_sremarathon.twin.quantity import memory_bytes
-from pytest_sremarathon.twin.runtime import ArtifactStore
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.k8s.objects import pod_is_ready
+from pytest_sremarathon.k8s.quantity import memory_bytes
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.k8s.store import Store
 
 APP_ROOT = APPS_DIR / "hotel"
 NS = "hotel"

@@ -37,10 +37,10 @@ from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines, apply_edit
 from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.twin.objects import pod_is_active, pod_is_ready
-from pytest_sremarathon.twin.runtime import ArtifactStore
+from pytest_sremarathon.k8s.objects import pod_is_active, pod_is_ready
+from pytest_sremarathon.runtime.code import ArtifactStore
 from pytest_sremarathon.twin.scheduler import ZONE
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.k8s.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = APPS_DIR

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import pluggy
 import pytest
 
-from pytest_sremarathon.agent.host import AgentSpec
+from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.apps import AppSpec
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
@@ -32,10 +32,11 @@ from pytest_sremarathon.hookspecs import standalone_plugin_manager
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.scenario import Scenario, ScenarioFile, load_scenario
-from pytest_sremarathon.twin.cluster import Topology, TwinCluster
-from pytest_sremarathon.twin.objects import condition, pod_is_active
-from pytest_sremarathon.twin.runtime import ArtifactStore
-from pytest_sremarathon.twin.store import Store, iso
+from pytest_sremarathon.cluster import Topology
+from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.k8s.objects import condition, pod_is_active
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.k8s.store import Store, iso
 
 SCENARIO = SCENARIOS_DIR / "default.yaml"
 NS = "shop"

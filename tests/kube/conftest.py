@@ -11,7 +11,7 @@ from kube_support import ORCHESTRATOR_TOKEN, Recorder, Upstream, shop_scenario
 
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.twin.backend import TwinBackend
+from pytest_sremarathon.backends.twin import TwinBackend
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import yaml
 
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.twin.backend import TwinBackend
+from pytest_sremarathon.backends.twin import TwinBackend
 
 from admission import RecordingAdmission as Recorder  # the kube tests' name for it
 
@@ -96,11 +96,12 @@ def kube_on_twin_factory(*args: Any, **kw: Any) -> Any:
     import threading
     import time
 
-    from pytest_sremarathon.kube.backend import KubeBackend
+    from pytest_sremarathon.backends.kube import KubeBackend
     from pytest_sremarathon.kube.cluster import PublishingArtifacts
     from pytest_sremarathon.twin.apiserver import ApiServer
-    from pytest_sremarathon.twin.cluster import Topology, TwinCluster
-    from pytest_sremarathon.twin.store import Store
+    from pytest_sremarathon.cluster import Topology
+    from pytest_sremarathon.twin.cluster import TwinCluster
+    from pytest_sremarathon.k8s.store import Store
 
     class KubeOnTwin(KubeBackend):
         rollout_poll = 0.2

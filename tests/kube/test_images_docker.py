@@ -23,7 +23,7 @@ from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.kube import images
 from pytest_sremarathon.pipeline.build import package
-from pytest_sremarathon.twin.runtime import Artifact
+from pytest_sremarathon.runtime.code import Artifact
 
 pytestmark = pytest.mark.docker
 

@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 from kube_support import Kubectl, Recorder, kubectl_for
 
-from pytest_sremarathon.agent.host import AgentSpec
+from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.kube import kind, node_faults
 from pytest_sremarathon.kube.api import KubeApi

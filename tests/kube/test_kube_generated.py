@@ -24,14 +24,15 @@ from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.kube import images, kind, manifests, node_faults
 from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.cluster import KubeCluster
-from pytest_sremarathon.marathon import resolve_backend
-from pytest_sremarathon.pipeline.build import package
+from pytest_sremarathon.backends import resolve_backend
+from pytest_sremarathon.runtime.artifacts import package
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
 from pytest_sremarathon.runtime.artifacts import datastore, read_artifact
 from pytest_sremarathon.twin.apiserver import ApiServer
-from pytest_sremarathon.twin.cluster import Topology, TwinCluster
-from pytest_sremarathon.twin.runtime import ArtifactStore
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.cluster import Topology
+from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.k8s.store import Store
 
 SHOP = APPS_DIR / "shop"
 
@@ -88,7 +89,7 @@ def test_the_image_build_context_and_commands(tmp_path: Path, monkeypatch: pytes
     assert 'ENTRYPOINT ["python", "-m", "pytest_sremarathon.runtime"]' in dockerfile
     assert "COPY artifact/ /app/" in dockerfile and "COPY pytest_sremarathon /opt/sremarathon/pytest_sremarathon" in dockerfile
     assert (ctx / "pytest_sremarathon" / "runtime" / "__main__.py").is_file()
-    assert (ctx / "pytest_sremarathon" / "twin" / "runtime.py").is_file()
+    assert (ctx / "pytest_sremarathon" / "runtime" / "code.py").is_file()
     assert not list(ctx.rglob("__pycache__"))
     assert read_artifact(ctx / "artifact") == cart  # the image carries exactly the built, tested code
     assert images.build_argv(cart, tag, ctx) == [
@@ -313,13 +314,13 @@ def test_the_real_backends_are_registered() -> None:
     factory = resolve_backend("kubeconfig:/etc/kube/config", keep_cluster=True)
     assert factory is not None and factory.keywords == {"target": "/etc/kube/config", "keep_cluster": True}
     assert resolve_backend("kubeconfig:") is None and resolve_backend("k8s") is None
-    from pytest_sremarathon.twin.backend import TwinBackend
+    from pytest_sremarathon.backends import twin_backend
 
-    assert resolve_backend("twin", keep_cluster=True) is TwinBackend  # options it does not take are not bound
+    assert resolve_backend("twin", keep_cluster=True) is twin_backend  # options it does not take are not bound
 
 
 def test_a_backend_that_cannot_reach_its_cluster_says_why_in_one_line(target: Target, tmp_path: Path) -> None:
-    from pytest_sremarathon.kube.backend import KubeBackend, KubeBackendError
+    from pytest_sremarathon.backends.kube import KubeBackend, KubeBackendError
     from pytest_sremarathon.scenario import load_scenario
 
     scenario = load_scenario(shop_scenario(tmp_path))
@@ -375,7 +376,7 @@ def test_kubeconfigs_with_client_certificates_and_their_errors(tmp_path: Path) -
     import base64
 
     from pytest_sremarathon.kube.api import KubeconfigError
-    from pytest_sremarathon.twin import tls
+    from pytest_sremarathon.serving import tls
 
     creds = tls.credentials()
     b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731

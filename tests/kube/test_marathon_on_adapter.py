@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kube_support import HookStub, kube_on_twin_factory
 
-from pytest_sremarathon.agent.host import AgentSpec
+from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.scenario import load_scenario

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 from kube_support import ORCHESTRATOR_TOKEN, Kubectl, Recorder, Upstream, kubectl_for
 
-from pytest_sremarathon.agent.endpoints import PREFIX, make_handler
+from pytest_sremarathon.backends.agent_api import PREFIX, make_handler
 from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.proxy import PolicyProxy, mutation_verb, parse_path
 

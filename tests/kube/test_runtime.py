@@ -18,7 +18,7 @@ from pytest_sremarathon.pipeline.build import package
 from pytest_sremarathon.runtime import (ArtifactError, HttpRouter, Registry, ServiceServer, burn_cpu, content_digest,
                                         read_artifact, write_artifact)
 from pytest_sremarathon.runtime.artifacts import datastore
-from pytest_sremarathon.twin.runtime import Artifact, Context, ServiceError, StoreError, UpstreamTimeout
+from pytest_sremarathon.runtime.code import Artifact, Context, ServiceError, StoreError, UpstreamTimeout
 
 SHOP = APPS_DIR / "shop"
 

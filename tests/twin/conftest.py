@@ -19,9 +19,10 @@ from typing import Any, Optional
 import pytest
 
 from pytest_sremarathon.clock import VirtualClock, iso
-from pytest_sremarathon.twin.apiserver import ApiServer, Request, Response
+from pytest_sremarathon.twin.apiserver import ApiServer
+from pytest_sremarathon.serving.http import Request, Response
 from pytest_sremarathon.twin.defaults import apply_defaults
-from pytest_sremarathon.twin.store import Store
+from pytest_sremarathon.k8s.store import Store
 
 from admission import RecordingAdmission
 

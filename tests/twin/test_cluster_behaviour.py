@@ -15,8 +15,8 @@ from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.twin.backend import TwinBackend
-from pytest_sremarathon.twin.objects import condition, pod_is_ready
+from pytest_sremarathon.backends.twin import TwinBackend
+from pytest_sremarathon.k8s.objects import condition, pod_is_ready
 
 
 

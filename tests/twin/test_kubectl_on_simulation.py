@@ -18,7 +18,7 @@ import pytest
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.twin.backend import TwinBackend
+from pytest_sremarathon.backends.twin import TwinBackend
 
 from admission import RecordingAdmission
 

@@ -32,8 +32,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> Optio
 @pytest.fixture
 def services(request: pytest.FixtureRequest) -> dict[str, ModuleType]:
     from pytest_sremarathon.apps import load_app
-    from pytest_sremarathon.pipeline.build import package
-    from pytest_sremarathon.twin.runtime import load_module
+    from pytest_sremarathon.runtime.artifacts import package
+    from pytest_sremarathon.runtime.code import load_module
 
     app_root = Path(request.node.path).resolve().parent.parent
     app = load_app(app_root)

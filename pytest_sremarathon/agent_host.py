@@ -48,9 +48,9 @@ from typing import Any, Callable, Literal, Optional, Union
 
 from pydantic import ValidationError
 
-from ..events import AgentStep
-from .loader import one_line
-from .protocol import EnvironmentWire, ObservationWire, Report
+from .events import AgentStep
+from .agent.loader import one_line
+from .agent.protocol import EnvironmentWire, ObservationWire, Report
 
 __all__ = ["AgentHost", "AgentSpec", "StepOutcome", "Outcome", "detect_isolation"]
 

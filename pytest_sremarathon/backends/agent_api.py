@@ -10,8 +10,8 @@ from typing import Any, Callable, Optional
 
 from ..pipeline.service import PipelineError, Pipelines
 from ..policy import Decision, MutationRequest
-from ..twin.apiserver import Admission, Request, Response
-from ..twin.metrics import MetricStore
+from ..serving.http import Admission, Request, Response
+from ..metrics import MetricStore
 
 PREFIX = "/sremarathon/v1/"
 

@@ -2,7 +2,7 @@
 
 ``--marathon-backend kind`` creates a two-zone kind cluster (deleted at the end unless
 ``--marathon-keep-cluster``); ``--marathon-backend kubeconfig:PATH`` uses an existing cluster.
-:class:`KubeBackend` is built like :class:`~pytest_sremarathon.twin.backend.TwinBackend` and
+:class:`KubeBackend` is built like :class:`~pytest_sremarathon.backends.twin.TwinBackend` and
 offers the same attributes:
 
 1. the cluster: created and waited for (nodes Ready and zoned), or read from the kubeconfig;
@@ -35,18 +35,18 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from ..agent.endpoints import PREFIX, make_handler
+from .agent_api import PREFIX, make_handler
 from ..clock import EPOCH, VirtualClock
 from ..errors import SremarathonError
 from ..pipeline.service import Pipelines
 from ..scenario import Scenario
-from ..twin.apiserver import Admission
-from . import kind as kindmod
-from .api import KubeApi
-from .cluster import KubeCluster
-from .images import ImagePublisher, KindImages, RegistryImages
-from .proxy import PolicyProxy
-from .traffic import LoadGenerator, service_proxy_sender
+from ..serving.http import Admission
+from ..kube import kind as kindmod
+from ..kube.api import KubeApi
+from ..kube.cluster import KubeCluster
+from ..kube.images import ImagePublisher, KindImages, RegistryImages
+from ..kube.proxy import PolicyProxy
+from ..kube.traffic import LoadGenerator, service_proxy_sender
 
 DEFAULT_TRAFFIC_SCALE = 0.1
 

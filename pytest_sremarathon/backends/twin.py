@@ -8,14 +8,16 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
-from ..agent.endpoints import PREFIX, make_handler
+from .agent_api import PREFIX, make_handler
 from ..clock import VirtualClock
 from ..pipeline.service import Pipelines
 from ..scenario import Scenario
-from .apiserver import Admission, ApiServer
-from .cluster import Topology, TwinCluster
-from .runtime import ArtifactStore
-from .store import Store
+from ..serving.http import Admission
+from ..twin.apiserver import ApiServer
+from ..cluster import Topology
+from ..twin.cluster import TwinCluster
+from ..runtime.code import ArtifactStore
+from ..k8s.store import Store
 
 
 class TwinBackend:

@@ -1,0 +1,43 @@
+"""What the agent-facing servers of both backends share: the request an extension handler
+sees, its response, and the policy point every mutating request passes (:class:`Admission`).
+
+The twin's API server and the kube backend's policy proxy both mount extension handlers
+(the ``/sremarathon/v1/`` pipeline and telemetry endpoints) with these types, so the handlers
+are written once and know neither backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol, Union
+
+from ..policy import Decision, MutationRequest
+
+
+class Admission(Protocol):
+    def decide(self, req: MutationRequest) -> Decision: ...
+
+    def record(self, req: MutationRequest, decision: Decision, status: int) -> Optional[str]:
+        """Record the request; may return the action's id (``act-00042``)."""
+        ...
+
+
+@dataclass
+class Request:
+    """What an extension handler sees: the authenticated request, body parsed as JSON."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    actor: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Response:
+    status: int
+    body: Union[dict[str, Any], list[Any], str, bytes]  # bytes: already-serialised JSON
+    content_type: str = "application/json"
+
+
+ExtensionHandler = Callable[[Request], Response]
