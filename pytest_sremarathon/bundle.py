@@ -1,4 +1,4 @@
-"""The sealed run bundle (DESIGN §4.4): record a run as it happens, seal it, read and verify it.
+"""The sealed run bundle (README: What a run records): record a run as it happens, seal it, read and verify it.
 
 A run directory grows while the marathon runs::
 

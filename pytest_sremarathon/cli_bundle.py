@@ -1,4 +1,4 @@
-"""``sremarathon verify`` and ``sremarathon score``: work on a bundle alone (DESIGN §4.4)."""
+"""``sremarathon verify`` and ``sremarathon score``: work on a bundle alone (README: What a run records)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The records of a run, as written to ``events.jsonl`` (DESIGN §4.4).
+"""The records of a run, as written to ``events.jsonl`` (README: What a run records).
 
 Every line of ``events.jsonl`` is one :class:`Event` envelope serialised by :func:`canonical`;
 ``prev`` is the SHA-256 of the previous *line* (without its newline), so the file is a hash

@@ -1,4 +1,4 @@
-"""The one enforcement point for every mutating agent action (DESIGN §4.5).
+"""The one enforcement point for every mutating agent action (README: Write an agent, the policy point).
 
 Both the Kubernetes API server and the pipeline endpoints build a :class:`MutationRequest` and
 ask :meth:`Policy.decide` before doing anything; the caller records the decision (allowed or

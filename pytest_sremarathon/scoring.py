@@ -1,4 +1,4 @@
-"""Marathon-Score (DESIGN §4.3), computed deterministically from recorded events.
+"""Marathon-Score (the rules: SCORING.md), computed deterministically from recorded events.
 
 Inputs are the records of ``events.jsonl`` only (plus, for a sealed bundle, the alert
 attribution revealed in ``ground_truth.json`` for alerts no ``truth.alert`` record covers):

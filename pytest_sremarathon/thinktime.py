@@ -1,4 +1,4 @@
-"""What the agent's thinking costs in virtual time (DESIGN §4.6): the think-time models and the
+"""What the agent's thinking costs in virtual time (README: Time is not free; docs/INTERNALS.md: Time): the think-time models and the
 coordinator that charges for them while a step runs.
 
 Models (``agent.think_time`` in the scenario, ``sremarathon run --think-time MODE``,

@@ -1,4 +1,4 @@
-"""The sealed bundle: recording, sealing, reading, and tamper detection (DESIGN §4.4)."""
+"""The sealed bundle: recording, sealing, reading, and tamper detection."""
 
 from __future__ import annotations
 

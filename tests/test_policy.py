@@ -1,4 +1,4 @@
-"""The policy layer (DESIGN §4.5): one enforcement point for every agent action, rules from the
+"""The policy layer: one enforcement point for every agent action, rules from the
 scenario, decisions recorded.
 
 The end-to-end test drives a real (short) marathon with an agent that tries the shortcuts the

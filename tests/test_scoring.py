@@ -1,4 +1,4 @@
-"""Marathon-Score (DESIGN §4.3): every stage rule, the side metrics, determinism."""
+"""Marathon-Score (SCORING.md): every stage rule, the side metrics, determinism."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The public agent contract (DESIGN §4.1).
+"""The public agent contract (README: Write an agent).
 
 Everything here crosses the process boundary between the marathon and the agent, so the
 records are pydantic models: they validate what an untrusted agent returns, and they are the

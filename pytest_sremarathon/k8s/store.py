@@ -274,6 +274,31 @@ class Store:
             wanted = set(kinds) if kinds else None
             return [e for e in self._history if e.rv > rv and (wanted is None or e.kind in wanted)]
 
+    def events_after(self, rv: int, kind: str) -> list[WatchEvent]:
+        """Watch events of one kind newer than ``rv``, oldest first. Scans from the newest end:
+        a watch that keeps up asks for the last few events of a long history. The caller holds
+        ``lock``."""
+        out = []
+        for ev in reversed(self._history):
+            if ev.rv <= rv:
+                break
+            if ev.kind == kind:
+                out.append(ev)
+        out.reverse()
+        return out
+
+    def wake_watchers(self) -> None:
+        """Wake every thread in :meth:`wait_for_change` (a server shutting its streams down)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def __contains__(self, key: tuple[str, str, str]) -> bool:
+        """``(kind, namespace or "", name) in store``: is there such an object now?"""
+        return key in self._objects
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
     def wait_for_change(self, rv: int, timeout: float) -> bool:
         """Block until the store moves past ``rv`` (or the timeout); True if it did."""
         with self._changed:

@@ -241,8 +241,7 @@ class ApiServer(LoopbackServer):
         self._openapi_v2 = openapi.openapi_v2_protobuf()
 
     def _wake_streams(self) -> None:
-        with self.store.lock:
-            self.store._changed.notify_all()
+        self.store.wake_watchers()
 
     def _respond(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
                  keep_alive: bool) -> bool:
@@ -389,9 +388,8 @@ class ApiServer(LoopbackServer):
             return hit[1]
         data = _dumps(obj)
         cache = self._json_cache
-        if len(cache) > 2 * len(self.store._objects) + 2048:
-            live = self.store._objects
-            for k in [k for k in cache if k not in live]:
+        if len(cache) > 2 * len(self.store) + 2048:
+            for k in [k for k in cache if k not in self.store]:
                 del cache[k]
         cache[key] = (rv, data)
         return data
@@ -572,7 +570,7 @@ class ApiServer(LoopbackServer):
                         out.append(expired(seen))
                         conn.sendall(b"".join(out) + b"0\r\n\r\n")
                         raise _Stream()
-                    events = _events_after(self.store, seen, rt.kind)
+                    events = self.store.events_after(seen, rt.kind)
                     top = self.store.resource_version
                 for ev in events:
                     if ns and ev.namespace != ns:
@@ -1304,18 +1302,6 @@ def _peer_closed(conn: socket.socket) -> bool:
         return conn.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
-
-
-def _events_after(store: Store, rv: int, kind: str) -> list:
-    """Watch events newer than ``rv`` for one kind, oldest first (scans from the newest end)."""
-    out = []
-    for ev in reversed(store._history):
-        if ev.rv <= rv:
-            break
-        if ev.kind == kind:
-            out.append(ev)
-    out.reverse()
-    return out
 
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
