@@ -147,7 +147,9 @@ def negotiate(headers: Mapping[str, str], method: str = "GET",
         spdy = _header(headers, "upgrade").lower().startswith("spdy")
         raise HandshakeError(400, "BadRequest",
                              "Upgrade request required: this server streams exec over WebSocket only "
-                             f"({', '.join(supported)})" + ("; SPDY is not supported" if spdy else ""))
+                             f"({', '.join(supported)})" + ("; SPDY is not supported: kubectl 1.30 and later use "
+                                                                 "WebSocket (1.29 with KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true)"
+                                                                 if spdy else ""))
     if method.upper() != "GET":
         raise HandshakeError(405, "MethodNotAllowed", "a WebSocket upgrade must be a GET request")
     if _header(headers, "sec-websocket-version").strip() != "13":
