@@ -46,6 +46,7 @@ def _backslash(s: str) -> tuple[str, bool]:
 
 
 @builtin("echo")
+@applet("echo")  # also a program in the image (/bin/echo)
 def echo(sh: Shell, argv: list[str], io: IO) -> int:
     args = argv[1:]
     newline, escapes = True, False
@@ -66,6 +67,7 @@ _FMT = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d+))?([diouxXeEfgGcsb%])")
 
 
 @builtin("printf")
+@applet("printf")  # also a program in the image (/bin/printf)
 def printf(sh: Shell, argv: list[str], io: IO) -> int:
     if len(argv) < 2:
         sh.err(io, "printf: usage: printf FORMAT [ARGUMENT...]")
@@ -158,6 +160,7 @@ def _test(sh: Shell, args: list[str]) -> bool:
 
 
 @builtin("test", "[")
+@applet("test", "[")  # also a program in the image (/bin/test)
 def test(sh: Shell, argv: list[str], io: IO) -> int:
     args = argv[1:]
     if argv[0] == "[":
@@ -173,11 +176,13 @@ def test(sh: Shell, argv: list[str], io: IO) -> int:
 
 
 @builtin("true", ":")
+@applet("true")  # also a program in the image (/bin/true)
 def true(sh: Shell, argv: list[str], io: IO) -> int:
     return 0
 
 
 @builtin("false")
+@applet("false")  # also a program in the image (/bin/false)
 def false(sh: Shell, argv: list[str], io: IO) -> int:
     return 1
 
@@ -216,6 +221,7 @@ def cd(sh: Shell, argv: list[str], io: IO) -> int:
 
 
 @builtin("pwd")
+@applet("pwd")  # also a program in the image (/bin/pwd)
 def pwd(sh: Shell, argv: list[str], io: IO) -> int:
     io.stdout.write(sh.cwd + "\n")
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import unquote
@@ -59,6 +60,13 @@ class ExecTestServer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
+
+    def last_result(self, timeout: float = 10.0) -> ExecResult:
+        """The newest exec's result, once its session has ended on the server side."""
+        deadline = time.monotonic() + timeout
+        while not self.results and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.results[-1]
 
     def close(self) -> None:
         self._stop.set()
