@@ -110,6 +110,8 @@ class FSError(Exception):
 SKELETON = frozenset({"/", "/bin", "/dev", "/etc", "/home", "/lib", "/media", "/mnt", "/opt", "/proc", "/root",
                       "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
                       "/usr/local/bin", "/usr/sbin", "/var", "/var/log", "/var/run"})
+LOOP_LIMIT = 10000  # iterations of one while/until loop
+TIME_LIMIT = 3600.0  # virtual seconds an exec may spend before its loops are stopped
 BIN_DIRS = ("/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin")
 _GLOB = set("*?[")
 
@@ -393,7 +395,13 @@ class Shell:
             return status
         if isinstance(node, While):
             status = 0
-            for _ in range(100000):  # a loop that never ends would hang the exec for good
+            for n in range(LOOP_LIMIT + 1):
+                if n == LOOP_LIMIT or self.elapsed > TIME_LIMIT:
+                    # `while true; do curl …; sleep 1; done` would run until the client gives up;
+                    # an exec here has no wall clock to give up on, so runaway loops are killed.
+                    self.err(io, f"{self.name}: Killed (runaway loop stopped by the simulation after "
+                                 f"{n} iterations, {int(self.elapsed)} s of virtual time)")
+                    raise ShellExit(137)
                 if (self.seq(node.cond, io2, condition=True) == 0) == node.until:
                     break
                 try:

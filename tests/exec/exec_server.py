@@ -5,6 +5,7 @@ Python client: discovery, ``GET`` of the pods it knows, and ``…/pods/<p>/exec`
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -34,6 +35,8 @@ def pod_json(name: str, namespace: str, containers: list[str]) -> dict[str, Any]
                      "creationTimestamp": "2024-01-01T00:00:00Z"},
         "spec": {"containers": [{"name": c, "image": "busybox:1.36"} for c in containers], "nodeName": "node-a"},
         "status": {"phase": "Running", "podIP": "10.244.0.7",
+                   "conditions": [{"type": t, "status": "True"} for t in
+                                  ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
                    "containerStatuses": [{"name": c, "ready": True, "restartCount": 0, "image": "busybox:1.36",
                                           "imageID": "", "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}
                                          for c in containers]},
@@ -124,7 +127,7 @@ class ExecTestServer:
 
     def _respond(self, conn: socket.socket, rfile: Any, method: str, target: str, headers: dict[str, str]) -> bool:
         path, _, query = target.partition("?")
-        path = unquote(path)
+        path = unquote(path).rstrip("/") or "/"
         if path == "/version":
             return self._send(conn, 200, {"major": "1", "minor": "32", "gitVersion": "v1.32.0", "platform": "linux/amd64"})
         if path == "/api":
@@ -136,6 +139,13 @@ class ExecTestServer:
         if path == "/api/v1":
             return self._send(conn, 200, _RESOURCES)
         parts = path.strip("/").split("/")
+        if len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
+            # a list, filtered by metadata.name as kr8s's Pod.get asks
+            names = set(re.findall(r"metadata\.name=([^,&]+)", unquote(query)))
+            items = [pod_json(n, ns, pod.containers) for (ns, n), pod in sorted(self.pods.items())
+                     if ns == parts[3] and (not names or n in names)]
+            return self._send(conn, 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                                          "items": items})
         if len(parts) >= 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
             ns, name = parts[3], parts[5]
             pod = self.pods.get((ns, name))

@@ -270,6 +270,12 @@ def test_the_view_sees_the_requests() -> None:
     assert dict(seen[0].headers)["User-Agent"].startswith("curl/")
 
 
+def test_runaway_loops_are_killed() -> None:
+    code, out, err = sh("while true; do sleep 1; done; echo after")
+    assert code == 137 and out == "" and "runaway loop" in err
+    assert sh("i=0; while :; do i=$((i+1)); done")[0] == 137
+
+
 def test_deterministic() -> None:
     script = "ps; date; curl -s slow.shop:8080; ls -la /etc; env; sleep 3; date"
     assert sh(script) == sh(script)
