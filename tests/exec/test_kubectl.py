@@ -59,7 +59,8 @@ def test_exit_code_and_separate_streams(kubectl, exec_server: ExecTestServer) ->
 
 def test_success_and_env(kubectl) -> None:  # type: ignore[no-untyped-def]
     r = kubectl("exec", "p", "--", "env")
-    assert r.returncode == 0 and "DB_URL=postgres://orders-db:5432/orders\n" in r.stdout and r.stderr == ""
+    assert (r.returncode, r.stderr) == (0, "")
+    assert "DB_URL=postgres://orders-db:5432/orders\n" in r.stdout
 
 
 def test_namespace_and_curl_through_the_network(kubectl) -> None:  # type: ignore[no-untyped-def]

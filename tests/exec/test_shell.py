@@ -9,7 +9,7 @@ import pytest
 from pytest_sremarathon.exec import ExecNotFound, HttpRequest, HttpResponse, StaticContainer, run_exec
 from pytest_sremarathon.exec.shell import BufIn, BufOut
 
-from conftest import make_container
+from exec_fixtures import make_container
 
 
 def run(view: StaticContainer, script: Optional[str] = None, *argv: str, stdin: bytes = b"",
