@@ -2,17 +2,45 @@
 pure handler. See docs/PROMETHEUS.md for what is supported."""
 
 from .api import (
-    Alert, BuildInfo, PrometheusAPI, Response, Rule, RuleGroup, RuleSource, StaticRules,
-    StaticTargets, Target, TargetSource,
+    Alert,
+    BuildInfo,
+    PrometheusAPI,
+    Response,
+    Rule,
+    RuleGroup,
+    RuleSource,
+    StaticRules,
+    StaticTargets,
+    Target,
+    TargetSource,
 )
 from .promql import Engine, QueryResult, parse
 from .tsdb import TSDB, Labels, Matcher, MatchOp, MetricMetadata, make_labels
 from .values import BadData, ExecutionError, PromQLError, Unsupported
 
 __all__ = [
-    "TSDB", "Labels", "Matcher", "MatchOp", "MetricMetadata", "make_labels",
-    "Engine", "QueryResult", "parse",
-    "PrometheusAPI", "Response", "Target", "Alert", "Rule", "RuleGroup", "RuleSource",
-    "TargetSource", "StaticRules", "StaticTargets", "BuildInfo",
-    "PromQLError", "BadData", "ExecutionError", "Unsupported",
+    "TSDB",
+    "Alert",
+    "BadData",
+    "BuildInfo",
+    "Engine",
+    "ExecutionError",
+    "Labels",
+    "MatchOp",
+    "Matcher",
+    "MetricMetadata",
+    "PromQLError",
+    "PrometheusAPI",
+    "QueryResult",
+    "Response",
+    "Rule",
+    "RuleGroup",
+    "RuleSource",
+    "StaticRules",
+    "StaticTargets",
+    "Target",
+    "TargetSource",
+    "Unsupported",
+    "make_labels",
+    "parse",
 ]

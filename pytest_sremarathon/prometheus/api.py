@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping, Protocol, Sequence, Union
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 import promql_parser as pp
@@ -28,12 +29,20 @@ import promql_parser as pp
 from .promql import Engine, compile_selector, parse
 from .tsdb import TSDB, Labels, Matcher, to_ms, valid_label_name
 from .values import (
-    BadData, Matrix, PromQLError, Scalar, String, Value, Vector, format_time, format_value,
+    BadData,
+    Matrix,
+    PromQLError,
+    Scalar,
+    String,
+    Value,
+    Vector,
+    format_time,
+    format_value,
     format_value_exp,
 )
 
 JSON = dict[str, Any]
-FormBody = Union[bytes, str, Mapping[str, Sequence[str]], None]
+FormBody = bytes | str | Mapping[str, Sequence[str]] | None
 
 # Prometheus's own bounds for an absent start/end (Go's time.Unix range it accepts).
 MIN_TIME_MS = -9_223_309_901_257_974
@@ -687,6 +696,19 @@ def _labels_match(labels: Mapping[str, str], sets: Sequence[Sequence[Matcher]]) 
     return any(all(m.matches(labels.get(m.name, "")) for m in ms) for ms in sets)
 
 
-__all__ = ["PrometheusAPI", "Response", "Target", "Alert", "Rule", "RuleGroup", "RuleSource",
-           "TargetSource", "StaticRules", "StaticTargets", "BuildInfo", "parse_time",
-           "parse_duration", "BadData"]
+__all__ = [
+    "Alert",
+    "BadData",
+    "BuildInfo",
+    "PrometheusAPI",
+    "Response",
+    "Rule",
+    "RuleGroup",
+    "RuleSource",
+    "StaticRules",
+    "StaticTargets",
+    "Target",
+    "TargetSource",
+    "parse_duration",
+    "parse_time",
+]

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Sequence
+from itertools import pairwise
 
 from .tsdb import METRIC_NAME, Labels, compile_anchored, label_get, valid_label_name
 from .values import (
-    ExecutionError, Matrix, RangeSeries, Sample, Scalar, String, Value, Vector,
-    drop_name, format_value,
+    ExecutionError,
+    Matrix,
+    RangeSeries,
+    Sample,
+    Scalar,
+    String,
+    Value,
+    Vector,
+    drop_name,
+    format_value,
 )
 
 
@@ -71,13 +80,13 @@ def go_pow(a: float, b: float) -> float:
 def go_max(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b):
         return math.nan
-    return a if a >= b else b
+    return max(a, b)
 
 
 def go_min(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b):
         return math.nan
-    return a if a <= b else b
+    return min(a, b)
 
 
 def fsum(values: Sequence[float]) -> float:
@@ -225,7 +234,7 @@ def _fn_idelta(args: Sequence[Value], t: int, notes: Notes) -> Value:
 
 def _count_changes(values: Sequence[float], resets: bool) -> int:
     n = 0
-    for a, b in zip(values, values[1:]):
+    for a, b in pairwise(values):
         if resets:
             n += b < a
         else:

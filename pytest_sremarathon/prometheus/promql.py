@@ -16,20 +16,50 @@ from instant selectors once its last sample is older than the lookback).
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence, TypeVar, Union
+from typing import Any, TypeVar
 
 import promql_parser as pp
 
 from .functions import (
-    FUNCTIONS, KEEPS_LABELS, SPECIAL, Notes, fsum, go_div, go_mod, go_pow, quantile, stdvar,
+    FUNCTIONS,
+    KEEPS_LABELS,
+    SPECIAL,
+    Notes,
+    fsum,
+    go_div,
+    go_mod,
+    go_pow,
+    quantile,
+    stdvar,
 )
-from .tsdb import METRIC_NAME, TSDB, Labels, Matcher, MatchOp, Series, labels_str, to_ms
-from .tsdb import valid_label_name
+from .tsdb import (
+    METRIC_NAME,
+    TSDB,
+    Labels,
+    Matcher,
+    MatchOp,
+    Series,
+    labels_str,
+    to_ms,
+    valid_label_name,
+)
 from .values import (
-    BadData, ExecutionError, Matrix, RangeSeries, Sample, Scalar, String, Unsupported, Value,
-    Vector, drop_name, format_value,
+    BadData,
+    ExecutionError,
+    Matrix,
+    RangeSeries,
+    Sample,
+    Scalar,
+    String,
+    Unsupported,
+    Value,
+    Vector,
+    drop_name,
+    format_value,
 )
 
 DEFAULT_LOOKBACK = 300.0  # seconds, Prometheus's default lookback delta
@@ -105,7 +135,7 @@ class Neg:
     expr: Node
 
 
-Node = Union[NumberLit, StringLit, Selector, Subquery, Call, Aggregate, Binary, Neg]
+Node = NumberLit | StringLit | Selector | Subquery | Call | Aggregate | Binary | Neg
 
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "^", "atan2"})
 COMPARISON = frozenset({"==", "!=", ">", "<", ">=", "<="})
@@ -132,7 +162,7 @@ def _lookup(pairs: Sequence[tuple[Any, _T]], key: Any) -> _T:
 
 
 def _ms(td: timedelta | None) -> int:
-    return 0 if td is None else int(round(td.total_seconds() * 1000))
+    return 0 if td is None else round(td.total_seconds() * 1000)
 
 
 def _at(at: Any) -> At | None:
@@ -143,7 +173,7 @@ def _at(at: Any) -> At | None:
     if at.type == pp.AtModifierType.End:
         return At("end")
     moment: datetime = at.at
-    return At("at", int(round(moment.timestamp() * 1000)))
+    return At("at", round(moment.timestamp() * 1000))
 
 
 def parse(query: str) -> Node:
@@ -200,7 +230,7 @@ def compile_selector(vs: pp.VectorSelector, range_ms: int | None) -> Selector:
     for m in vs.matchers.matchers:
         try:
             matchers.append(Matcher.of(m.name, _lookup(_MATCH_OPS, m.op), m.value))
-        except Exception as err:  # re.error: an RE2 pattern Python's re cannot express
+        except re.error as err:  # an RE2 pattern that Python's re cannot express
             raise BadData(f"invalid regular expression {m.value!r}: {err}") from None
         names.add(m.name)
     if vs.matchers.or_matchers:
@@ -698,4 +728,4 @@ def _count_values(groups: dict[Labels, list[Sample]], label: str) -> list[Sample
     return out
 
 
-__all__ = ["Engine", "QueryResult", "parse", "MAX_POINTS", "DEFAULT_LOOKBACK"]
+__all__ = ["DEFAULT_LOOKBACK", "MAX_POINTS", "Engine", "QueryResult", "parse"]

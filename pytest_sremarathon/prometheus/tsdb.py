@@ -20,18 +20,19 @@ no sample. ``max_series`` bounds the cardinality: a new series past it is refuse
 
 from __future__ import annotations
 
+import math
 import re
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
-from typing import Iterable, Iterator, Mapping, Sequence, Union
 
 # A label set: (name, value) pairs sorted by name, no empty values. Tuples are hashable and
 # compare the way Prometheus orders label sets (pairwise, name then value).
 Labels = tuple[tuple[str, str], ...]
-LabelsLike = Union[Labels, Mapping[str, str]]
+LabelsLike = Labels | Mapping[str, str]
 
 METRIC_NAME = "__name__"
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -73,7 +74,7 @@ def labels_str(labels: Labels) -> str:
 
 def to_ms(seconds: float) -> int:
     """Seconds (float) to Prometheus's integer milliseconds, rounding to the nearest ms."""
-    return int(round(seconds * 1000.0))
+    return round(seconds * 1000.0)
 
 
 # --- matchers -------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class SeriesLimitExceeded(RuntimeError):
 class Series:
     """One series' samples. ``times`` is None while the series is regular (see module doc)."""
 
-    __slots__ = ("id", "labels", "label_map", "values", "times", "t0", "step")
+    __slots__ = ("id", "label_map", "labels", "step", "t0", "times", "values")
 
     def __init__(self, sid: int, labels: Labels) -> None:
         self.id = sid
@@ -222,7 +223,7 @@ class Series:
         return True
 
     def _refuse(self, t: int, v: float) -> bool:
-        if t == self.last_time and (self.values[-1] == v or v != v and self.values[-1] != v):
+        if t == self.last_time and (self.values[-1] == v or math.isnan(v) and math.isnan(self.values[-1])):
             return False
         raise OutOfOrderSample(f"out of order sample for {labels_str(self.labels)}")
 

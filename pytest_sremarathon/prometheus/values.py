@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Union
 
 from .tsdb import METRIC_NAME, Labels
 
@@ -79,7 +78,7 @@ class String:
     value: str
 
 
-Value = Union[Vector, Matrix, Scalar, String]
+Value = Vector | Matrix | Scalar | String
 
 
 def type_name(v: Value) -> str:
@@ -102,8 +101,7 @@ def format_value(v: float) -> str:
     s = repr(v)
     if "e" in s or "E" in s:
         s = format(Decimal(s), "f")
-    if s.endswith(".0"):
-        s = s[:-2]
+    s = s.removesuffix(".0")
     return s
 
 

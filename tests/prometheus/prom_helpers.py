@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from pytest_sremarathon.prometheus import TSDB, Engine
 from pytest_sremarathon.prometheus.values import Matrix, Scalar, Vector

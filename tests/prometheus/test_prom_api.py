@@ -8,7 +8,14 @@ import pytest
 from prom_helpers import T0, load
 
 from pytest_sremarathon.prometheus import (
-    TSDB, Alert, PrometheusAPI, Rule, RuleGroup, StaticRules, StaticTargets, Target,
+    TSDB,
+    Alert,
+    PrometheusAPI,
+    Rule,
+    RuleGroup,
+    StaticRules,
+    StaticTargets,
+    Target,
 )
 from pytest_sremarathon.prometheus.api import parse_duration, parse_time
 
@@ -103,11 +110,11 @@ def test_query_range(api: PrometheusAPI) -> None:
     assert [v[0] for v in series["values"]] == [T0 + 300 + 60 * i for i in range(6)]
     assert all(float(v[1]) == pytest.approx(80 / 30) for v in series["values"])
     for params, err in (
-        (dict(start=T0, end=T0 + 10, step="0"), "zero or negative"),
-        (dict(start=T0, end=T0 + 11_001, step="1"), "11,000 points"),
-        (dict(start=T0 + 10, end=T0, step="1"), "end timestamp must not be before"),
-        (dict(end=T0, step="1"), 'invalid parameter "start"'),
-        (dict(start=T0, end=T0, step="x"), 'invalid parameter "step"'),
+        ({"start": T0, "end": T0 + 10, "step": "0"}, "zero or negative"),
+        ({"start": T0, "end": T0 + 11_001, "step": "1"}, "11,000 points"),
+        ({"start": T0 + 10, "end": T0, "step": "1"}, "end timestamp must not be before"),
+        ({"end": T0, "step": "1"}, 'invalid parameter "start"'),
+        ({"start": T0, "end": T0, "step": "x"}, 'invalid parameter "step"'),
     ):
         status, body = get(api, "/api/v1/query_range", query="up", **params)
         assert status == 400 and body["errorType"] == "bad_data" and err in body["error"]

@@ -8,7 +8,13 @@ import math
 import pytest
 from prom_helpers import T0, by, instant, load, matrix, one
 
-from pytest_sremarathon.prometheus import TSDB, BadData, Engine, ExecutionError, Unsupported
+from pytest_sremarathon.prometheus import (
+    TSDB,
+    BadData,
+    Engine,
+    ExecutionError,
+    Unsupported,
+)
 from pytest_sremarathon.prometheus.values import Matrix, Scalar, String, Vector
 
 

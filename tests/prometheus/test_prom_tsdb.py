@@ -8,7 +8,12 @@ import tracemalloc
 import pytest
 
 from pytest_sremarathon.prometheus.tsdb import (
-    TSDB, Matcher, MatchOp, OutOfOrderSample, SeriesLimitExceeded, compile_anchored,
+    TSDB,
+    Matcher,
+    MatchOp,
+    OutOfOrderSample,
+    SeriesLimitExceeded,
+    compile_anchored,
     make_labels,
 )
 
@@ -89,7 +94,7 @@ def test_the_four_matchers_with_prometheus_empty_label_semantics() -> None:
     for code in ("200", "404", "500", "503"):
         db.append(req(code), T0, 1)
     db.append(req("200", pod="checkout-2", canary="yes"), T0, 1)
-    codes = lambda rows: [r["code"] for r in rows]  # noqa: E731
+    codes = lambda rows: [r["code"] for r in rows]
     assert codes(sel(db, ("code", "=", "500"))) == ["500"]
     assert codes(sel(db, ("code", "!=", "200"))) == ["404", "500", "503"]
     assert codes(sel(db, ("code", "=~", "5.."))) == ["500", "503"]
