@@ -387,9 +387,7 @@ class PrometheusAPI:
     def _time(self, p: Params, name: str, default: float | None) -> float | None:
         raw = p.get(name)
         if raw is None or raw == "":
-            if default is None and raw == "":
-                raise _invalid_param(name, 'cannot parse "" to a valid timestamp')
-            return default
+            return default  # as Prometheus's parseTimeParam: empty means the default
         try:
             return parse_time(raw)
         except ValueError as e:

@@ -117,7 +117,8 @@ def quantile(q: float, values: Sequence[float]) -> float:
 
 def _check_quantile(q: float, notes: Notes) -> None:
     if not 0 <= q <= 1:
-        notes.warn(f"PromQL warning: quantile value should be between 0 and 1, got {format_value(q)}")
+        notes.warn("PromQL warning: quantile value should be between 0 and 1, got "
+                   + format_value(q))
 
 
 # --- rate and friends ------------------------------------------------------------------------

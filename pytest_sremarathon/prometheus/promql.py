@@ -254,7 +254,8 @@ def _compile_binary(e: pp.BinaryExpr) -> Binary:
     fill = mod.fill_values
     if fill is not None and (fill.lhs is not None or fill.rhs is not None):
         raise Unsupported("fill() modifiers of vector matching")
-    return Binary(op, lhs, rhs, _lookup(_CARD, mod.card), on, matching, tuple(mod.group_labels or ()),
+    include = tuple(mod.group_labels or ())
+    return Binary(op, lhs, rhs, _lookup(_CARD, mod.card), on, matching, include,
                   bool(mod.return_bool))
 
 

@@ -74,6 +74,10 @@ def test_retention_drops_old_samples_and_forgets_empty_series() -> None:
     assert db.label_values("pod") == ["checkout-1"]
     db.sweep()
     assert s.time(0) >= db.min_time_ms
+    # A pod silent longer than retention that comes back: its old ref still appends.
+    db.append(gone, T0 + 3030, 2)
+    assert db.label_values("pod") == ["checkout-1", "old"]
+    assert len(db.series(gone)) == 1
 
 
 def test_max_series_bounds_cardinality() -> None:
