@@ -99,6 +99,10 @@ def test_over_time_functions() -> None:
     # population standard deviation: mean 3.5, squared deviations .25 6.25 12.25 2.25.
     assert one(db, "stddev_over_time(g[2m])", 120) == pytest.approx(math.sqrt(21 / 4))
     assert one(db, "stdvar_over_time(g[2m])", 120) == pytest.approx(21 / 4)
+    assert one(db, "first_over_time(g[2m])", 120) == 4
+    assert one(db, "present_over_time(g[2m])", 120) == 1
+    # median absolute deviation: median 3, deviations 1 2 4 1, their median 1.5.
+    assert one(db, "mad_over_time(g[2m])", 120) == pytest.approx(1.5)
     # last_over_time keeps the metric name; the others drop it.
     assert list(instant(db, "last_over_time(g[2m])", 120)) == [(("__name__", "g"), ("k", "v"))]
     assert list(instant(db, "max_over_time(g[2m])", 120)) == [(("k", "v"),)]

@@ -98,7 +98,10 @@ def test_the_four_matchers_with_prometheus_empty_label_semantics() -> None:
     for code in ("200", "404", "500", "503"):
         db.append(req(code), T0, 1)
     db.append(req("200", pod="checkout-2", canary="yes"), T0, 1)
-    codes = lambda rows: [r["code"] for r in rows]
+
+    def codes(rows: list[dict[str, str]]) -> list[str]:
+        return [r["code"] for r in rows]
+
     assert codes(sel(db, ("code", "=", "500"))) == ["500"]
     assert codes(sel(db, ("code", "!=", "200"))) == ["404", "500", "503"]
     assert codes(sel(db, ("code", "=~", "5.."))) == ["500", "503"]
