@@ -194,9 +194,9 @@ class Params:
             else:
                 parsed = body
             for k, vs in parsed.items():
-                merged.setdefault(k, []).extend(vs)
+                merged.setdefault(k, []).extend(_as_list(vs))
         for k, vs in query.items():
-            merged.setdefault(k, []).extend(vs)
+            merged.setdefault(k, []).extend(_as_list(vs))
         self._values = merged
 
     def get(self, name: str) -> str | None:
@@ -205,6 +205,11 @@ class Params:
 
     def getlist(self, name: str) -> list[str]:
         return list(self._values.get(name, []))
+
+
+def _as_list(vs: Sequence[str] | str) -> list[str]:
+    # A caller's {"query": "up"} means one value, not the letters of it.
+    return [vs] if isinstance(vs, str) else list(vs)
 
 
 _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?"
@@ -380,6 +385,8 @@ class PrometheusAPI:
             return error_response(e.status, e.error_type, e.message)
         except PromQLError as e:
             return error_response(e.status, e.error_type, str(e))
+        except Exception as e:  # a bug here must not take the server thread down
+            return error_response(500, "internal", f"{type(e).__name__}: {e}")
         return Response(200, data)
 
     # -- helpers -----------------------------------------------------------------------------

@@ -265,3 +265,17 @@ def test_number_spellings_are_go_s() -> None:
         "1", "0.1", "1000000000000000000000", "0.00000015", "-0", "NaN", "-Inf", "2.5"]
     assert [format_value_exp(v) for v in (1.0, 51.0, 0.75, 1e-10, 123456.0, 0.0, -2.0)] == [
         "1e+00", "5.1e+01", "7.5e-01", "1e-10", "1.23456e+05", "0e+00", "-2e+00"]
+
+
+def test_a_single_string_parameter_and_an_internal_error(api: PrometheusAPI,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    status, body = api.handle("GET", "/api/v1/query", {"query": "up"})
+    assert status == 200 and isinstance(body, dict) and len(body["data"]["result"]) == 1
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(api.engine, "instant", boom)
+    status, body = api.handle("GET", "/api/v1/query", {"query": ["up"]})
+    assert status == 500 and body == {"status": "error", "errorType": "internal",
+                                      "error": "RuntimeError: bug"}
