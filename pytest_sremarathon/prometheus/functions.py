@@ -135,10 +135,11 @@ def _counter_info(labels: Labels, fn: str, notes: Notes) -> None:
 
 def extrapolated(m: Matrix, is_counter: bool, is_rate: bool) -> list[Sample]:
     """``rate``/``increase``/``delta``: the change over the samples in the window, corrected
-    for counter resets, then extrapolated toward the window's edges. Prometheus extends the
-    sampled interval to an edge when the gap to it is under 1.1x the average sample spacing,
-    else by half a spacing; a counter is never extrapolated below zero (to the start, at most
-    to the time its first value would have been reached from 0)."""
+    for counter resets, then extrapolated toward the window's edges. Prometheus (since 2.52,
+    prometheus/prometheus#13725) extends the sampled interval to an edge when the gap to it is
+    under 1.1x the average sample spacing, else by half a spacing; then a counter's start
+    extension is cut to the time its first value would have been reached from 0, so it is
+    never extrapolated below zero."""
     out = []
     range_s = (m.hi - m.lo) / 1000.0
     for s in m.series:
@@ -156,14 +157,14 @@ def extrapolated(m: Matrix, is_counter: bool, is_rate: bool) -> list[Sample]:
         to_end = (m.hi - s.times[-1]) / 1000.0
         sampled = (s.times[-1] - s.times[0]) / 1000.0
         avg_step = sampled / (n - 1)
-        if is_counter and result > 0 and s.values[0] >= 0:
-            to_zero = sampled * (s.values[0] / result)
-            to_start = min(to_start, to_zero)
         threshold = avg_step * 1.1
-        interval = sampled
-        interval += to_start if to_start < threshold else avg_step / 2
-        interval += to_end if to_end < threshold else avg_step / 2
-        factor = interval / sampled
+        if to_start >= threshold:  # the series starts inside the window
+            to_start = avg_step / 2
+        if is_counter and result > 0 and s.values[0] >= 0:
+            to_start = min(to_start, sampled * (s.values[0] / result))
+        if to_end >= threshold:
+            to_end = avg_step / 2
+        factor = (sampled + to_start + to_end) / sampled
         if is_rate:
             factor /= range_s
         out.append(Sample(drop_name(s.labels), result * factor))
@@ -545,12 +546,19 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> tuple[float
     counts = [c for _, c in bs]
     top = counts[0]
     for i in range(1, len(counts)):
-        if counts[i] < top:
+        c = counts[i]
+        if c == top:
+            continue
+        if abs(c - top) <= 1e-12 * max(abs(c), abs(top)):
+            # Float noise from rate() over equal buckets: treat them as equal, so a bucket
+            # that holds nothing does not become a sliver to interpolate in.
+            counts[i] = top
+        elif c < top:
             # Buckets scraped at slightly different moments can dip; Prometheus repairs it.
             counts[i] = top
             fixed = True
         else:
-            top = counts[i]
+            top = c
     if len(bs) < 2:
         return math.nan, fixed
     total = counts[-1]

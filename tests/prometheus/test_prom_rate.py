@@ -45,6 +45,10 @@ def test_a_counter_is_not_extrapolated_below_zero() -> None:
     # raw 40 over 120 s; at 10 per 30 s the counter was 0 six seconds before its first
     # sample (120 * 2 / 40), so the start extends by 6 s, not 15: 40 * (120+6+15) / 120.
     assert one(db, "increase(http_requests_total[5m])", 300) == pytest.approx(47)
+    # The zero point cuts the half-step extension, never lengthens it: from 6, zero was 18 s
+    # before the first sample, more than the 15 s half step, so the start extends by 15 s.
+    db2 = counter([(165 + 30 * i, 6 + 10 * i) for i in range(5)])
+    assert one(db2, "increase(http_requests_total[5m])", 300) == pytest.approx(50)
 
 
 def test_counter_resets_add_the_value_before_the_reset() -> None:
