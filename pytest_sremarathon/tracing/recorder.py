@@ -1,0 +1,307 @@
+"""Spans of the sampled requests, recorded while the traffic engine runs the apps' handlers.
+
+The recorder sits on the hottest path of a run (every ``ctx.call`` of every sampled request), so
+its storage is shaped by that, not by the query side:
+
+* one call per span, made when the span ends (``ActiveTrace.span``). A span is a plain tuple
+  appended to its trace's list: no object with an ``__init__``, no second call at the span's
+  start, no per-span id drawn from the random stream;
+* spans arrive in *post-order* (a callee ends before its caller). Each carries its depth in the
+  call tree and its start as an offset from its parent's start; the tree and the absolute times
+  are rebuilt when a query reads the trace (:func:`resolve`), which is rare next to recording;
+* span ids are derived from the trace id and the span's position (a bijective mix), so they are
+  unique within the trace and deterministic without touching any random stream; trace ids come
+  from the ``random.Random`` the caller gives (its own stream, seeded by the run);
+* a pod's process (service, namespace, pod, node) is interned once, so a span holds a reference,
+  not four strings.
+
+The traffic engine serves one sampled request at a time, so at most one trace is open; a trace
+becomes visible to queries when its top-level span ends, and the oldest traces are dropped once
+``max_traces`` are kept.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Final, Optional, Protocol
+
+# Span kinds (OpenTelemetry's SpanKind, as Jaeger shows it in the ``span.kind`` tag).
+SERVER = "server"
+CLIENT = "client"
+
+INGRESS = "ingress"  # the process of spans recorded for the load balancer (``workload=None``)
+DEFAULT_MAX_TRACES = 20_000
+
+_MASK64 = (1 << 64) - 1
+
+
+class Workload(Protocol):
+    """What the recorder reads of the pod that served a span (the kubelet's ``Container`` has
+    these attributes)."""
+
+    @property
+    def pod_uid(self) -> str: ...
+
+    @property
+    def pod_name(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def service(self) -> str: ...
+
+    @property
+    def node(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Process:
+    """The emitter of a span, as Jaeger's ``processes`` map shows it: a service and the
+    resource attributes of the pod it ran in."""
+
+    service: str  # the Jaeger service name, e.g. "cart.shop"
+    namespace: str = ""
+    pod: str = ""
+    node: str = ""
+
+
+def default_service_name(namespace: str, service: str) -> str:
+    """``cart.shop``: the three apps share service names (``frontend``, ``user``, …), and
+    Jaeger's service list would merge them under a bare ``service.name``; the Service's DNS
+    short name keeps them apart and reads as the Service an agent can ``kubectl get``."""
+    return f"{service}.{namespace}" if namespace else service
+
+
+# The stored span (positions are used by index on the query side):
+#   (depth, process, operation, at_ms, duration_ms, status_code, error, kind, peer)
+# ``error`` is None or (message, exception type or "", stacktrace or ""); ``peer`` is the
+# called service's name on client spans, else "".
+_Raw = tuple[int, Process, str, float, float, int, Optional[tuple[str, str, str]], str, str]
+D_DEPTH: Final = 0
+D_PROC: Final = 1
+D_OP: Final = 2
+D_DUR: Final = 4
+D_KIND: Final = 7
+
+
+@dataclass(frozen=True)
+class Span:
+    """One span, resolved: what a query sees."""
+
+    trace_id: int
+    span_id: int
+    parent_span_id: Optional[int]
+    process: Process
+    operation: str  # the endpoint (``place_order``)
+    start_us: int  # virtual time, microseconds since the epoch
+    duration_us: int
+    status_code: int  # the HTTP status the span's server (or, for a client span, its callee) answered
+    error: bool
+    message: str = ""  # the exception message on errors
+    exception_type: str = ""
+    stacktrace: str = ""
+    kind: str = SERVER
+    peer_service: str = ""  # client spans: the service that was called
+
+    @property
+    def service(self) -> str:
+        return self.process.service
+
+    @property
+    def end_us(self) -> int:
+        return self.start_us + self.duration_us
+
+
+class ActiveTrace:
+    """One sampled request being recorded; ``span`` is the call the traffic engine makes."""
+
+    __slots__ = ("trace_id", "start_us", "raw", "_recorder", "_committed")
+
+    def __init__(self, recorder: "TraceRecorder", trace_id: int, start_us: int) -> None:
+        self.trace_id = trace_id
+        self.start_us = start_us
+        self.raw: list[_Raw] = []
+        self._recorder = recorder
+        self._committed = False
+
+    def span(self, depth: int, workload: Optional[Workload], operation: str, at_ms: float,
+             duration_ms: float, status_code: int = 200, error: Optional[str] = None,
+             exception_type: str = "", stacktrace: str = "") -> None:
+        """Record a server span that has ended.
+
+        ``depth``: 1 for the entry service's span, one more per ``ctx.call`` level (0 is the
+        load balancer's span, ``workload=None``). ``at_ms``: when the span started, after its
+        parent's start. ``error``: the exception message when the request failed.
+        """
+        rec = self._recorder
+        proc: Optional[Process]
+        if workload is None:
+            proc = rec._ingress()  # noqa: SLF001 - the recorder's own cache
+        else:
+            proc = rec._processes.get(workload.pod_uid)  # noqa: SLF001
+            if proc is None:
+                proc = rec._process(workload)  # noqa: SLF001
+        self.raw.append((depth, proc, operation, at_ms, duration_ms, status_code,
+                         None if error is None else (error, exception_type, stacktrace), SERVER, ""))
+        if depth <= 1 and not self._committed:
+            self._committed = True
+            rec._commit(self)  # noqa: SLF001
+
+    def client_error(self, depth: int, caller: Optional[Workload], namespace: str, service: str, operation: str,
+                     at_ms: float, duration_ms: float, status_code: int, error: str) -> None:
+        """Record a call that never reached a pod of ``namespace/service`` (no endpoints,
+        connection refused, a node down, a partition, DNS): the caller's client span is the only
+        trace of it, as with OpenTelemetry's HTTP client instrumentation. ``depth`` is the depth
+        the callee's server span would have had."""
+        rec = self._recorder
+        if caller is None:
+            proc = rec._ingress()  # noqa: SLF001
+        else:
+            proc = rec._processes.get(caller.pod_uid) or rec._process(caller)  # noqa: SLF001
+        self.raw.append((depth, proc, operation, at_ms, duration_ms, status_code, (error, "", ""), CLIENT,
+                         rec.service_name(namespace, service)))
+        if depth <= 1 and not self._committed:
+            self._committed = True
+            rec._commit(self)  # noqa: SLF001
+
+
+@dataclass
+class TraceRecorder:
+    """Bounded store of traces; ``begin_trace`` per sampled request.
+
+    ``rng`` draws the trace ids (and the sampling decision when ``sample < 1``): give it a
+    stream of its own, seeded by the run, never the traffic's — drawing from the traffic's
+    stream would change the simulation whenever tracing is switched on or off.
+    """
+
+    rng: random.Random
+    max_traces: int = DEFAULT_MAX_TRACES
+    sample: float = 1.0  # share of sampled requests traced (head sampling, deterministic via rng)
+    service_name: Callable[[str, str], str] = default_service_name
+    ingress_process: Process = field(default_factory=lambda: Process(INGRESS))
+    _traces: deque[ActiveTrace] = field(default_factory=deque, init=False, repr=False)
+    _by_id: dict[int, ActiveTrace] = field(default_factory=dict, init=False, repr=False)
+    _processes: dict[str, Process] = field(default_factory=dict, init=False, repr=False)
+    _open: Optional[ActiveTrace] = field(default=None, init=False, repr=False)
+    _ingress_seen: bool = field(default=False, init=False, repr=False)
+    commits: int = field(default=0, init=False)  # traces ever committed: a cheap change counter for caches
+
+    def __post_init__(self) -> None:
+        if self.max_traces < 1:
+            raise ValueError("max_traces must be at least 1")
+        if not 0.0 <= self.sample <= 1.0:
+            raise ValueError("sample must be within [0, 1]")
+
+    # -- recording ------------------------------------------------------------------------
+    def begin_trace(self, start_us: int) -> Optional[ActiveTrace]:
+        """A sampled request enters at ``start_us`` (virtual µs); None when head sampling
+        leaves it out (then the caller records nothing for it)."""
+        if self.sample < 1.0 and self.rng.random() >= self.sample:
+            self._open = None
+            return None
+        trace = ActiveTrace(self, self.rng.getrandbits(128) or 1, start_us)
+        self._open = trace
+        return trace
+
+    def _process(self, w: Workload) -> Process:
+        proc = Process(self.service_name(w.namespace, w.service), w.namespace, w.pod_name, w.node)
+        self._processes[w.pod_uid] = proc
+        return proc
+
+    def _ingress(self) -> Process:
+        self._ingress_seen = True
+        return self.ingress_process
+
+    def _commit(self, trace: ActiveTrace) -> None:
+        traces = self._traces
+        if len(traces) >= self.max_traces:
+            old = traces.popleft()
+            if self._by_id.get(old.trace_id) is old:
+                del self._by_id[old.trace_id]
+        traces.append(trace)
+        self._by_id[trace.trace_id] = trace
+        self.commits += 1
+
+    # -- reading (the query side; snapshots, so a query never sees a list change under it) -----
+    def traces(self) -> list[ActiveTrace]:
+        """Stored traces, oldest first."""
+        return list(self._traces)
+
+    def get(self, trace_id: int) -> Optional[ActiveTrace]:
+        return self._by_id.get(trace_id)
+
+    def processes(self) -> list[Process]:
+        """Every process seen (kept after its traces are dropped, as Jaeger keeps services)."""
+        return list(self._processes.values()) + ([self.ingress_process] if self._ingress_seen else [])
+
+    @property
+    def open_trace(self) -> Optional[ActiveTrace]:
+        """The trace of the request being served, if any (its spans may still be arriving)."""
+        return self._open
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+
+# -- ids ------------------------------------------------------------------------------------
+def _mix64(x: int) -> int:
+    """splitmix64's finaliser: a bijection on 64-bit ints, so distinct positions in a trace get
+    distinct span ids."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
+    return x ^ (x >> 31)
+
+
+def span_id(trace_id: int, position: int) -> int:
+    return _mix64(((trace_id & _MASK64) + position + 1) & _MASK64) or 1
+
+
+def format_trace_id(trace_id: int) -> str:
+    """Jaeger's rendering: 32 hex digits, or 16 when the high half is zero."""
+    high = trace_id >> 64
+    return f"{high:016x}{trace_id & _MASK64:016x}" if high else f"{trace_id:016x}"
+
+
+def format_span_id(sid: int) -> str:
+    return f"{sid:016x}"
+
+
+# -- resolution -----------------------------------------------------------------------------
+def resolve(trace: ActiveTrace) -> list[Span]:
+    """The trace's spans in start order (a parent before its children), with parents, ids and
+    absolute start times rebuilt from the post-order records."""
+    raw = trace.raw[:]  # a snapshot: the open trace may still be growing
+    n = len(raw)
+    parent: list[int] = [-1] * n
+    waiting: list[int] = []  # ended spans whose parent has not ended yet
+    for i in range(n):
+        depth = raw[i][D_DEPTH]
+        while waiting and raw[waiting[-1]][D_DEPTH] > depth:
+            parent[waiting.pop()] = i
+        waiting.append(i)
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
+    for i in range(n):
+        (children[parent[i]] if parent[i] >= 0 else roots).append(i)
+    tid = trace.trace_id
+    out: list[Span] = []
+    # pre-order walk: starts are offsets from the parent's start; children in the order they ran
+    # (integer µs: a float of epoch milliseconds would lose the microseconds)
+    stack: list[tuple[int, int, Optional[int]]] = [(i, trace.start_us, None) for i in reversed(roots)]
+    while stack:
+        i, base_us, parent_sid = stack.pop()
+        _depth, proc, op, at_ms, dur_ms, status, error, kind, peer = raw[i]
+        start_us = base_us + round(at_ms * 1000)
+        sid = span_id(tid, i)
+        message, exc_type, stack_text = error if error is not None else ("", "", "")
+        out.append(Span(trace_id=tid, span_id=sid, parent_span_id=parent_sid, process=proc, operation=op,
+                        start_us=start_us, duration_us=max(0, round(dur_ms * 1000)),
+                        status_code=status, error=status >= 500 or (kind == CLIENT and error is not None),
+                        message=message, exception_type=exc_type, stacktrace=stack_text, kind=kind,
+                        peer_service=peer))
+        for c in reversed(children[i]):
+            stack.append((c, start_us, sid))
+    return out
