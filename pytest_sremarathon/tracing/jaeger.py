@@ -22,8 +22,8 @@ import re
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote
 
-from .recorder import (CLIENT, D_DEPTH, D_DUR, D_KIND, D_OP, D_PROC, ActiveTrace, Process, Span, TraceRecorder,
-                       format_span_id, format_trace_id, resolve)
+from .recorder import (CLIENT, ActiveTrace, Process, Span, TraceRecorder, edges, format_span_id, format_trace_id,
+                       raw_spans, resolve)
 
 Query = dict[str, list[str]]
 Response = tuple[int, Any]
@@ -200,7 +200,7 @@ class JaegerQuery:
     def __init__(self, recorder: TraceRecorder, now_us: Callable[[], int]) -> None:
         self.recorder = recorder
         self.now_us = now_us
-        self._ops_cache: tuple[int, dict[str, set[tuple[str, str]]]] = (-1, {})
+        self._ops_cache: tuple[tuple[int, int], dict[str, set[tuple[str, str]]]] = ((-1, -1), {})
 
     def handle(self, method: str, path: str, query: Optional[Query] = None) -> Response:
         query = query or {}
@@ -238,13 +238,14 @@ class JaegerQuery:
         return 200, envelope(names, total=len(names))
 
     def _operations_by_service(self) -> dict[str, set[tuple[str, str]]]:
-        commits = self.recorder.commits
-        if self._ops_cache[0] != commits:
+        version = self.recorder.version()
+        if self._ops_cache[0] != version:
             ops: dict[str, set[tuple[str, str]]] = {}
+            process = self.recorder.process
             for t in self.recorder.traces():
-                for raw in t.raw[:]:
-                    ops.setdefault(raw[D_PROC].service, set()).add((raw[D_OP], raw[D_KIND]))
-            self._ops_cache = (commits, ops)
+                for r in raw_spans(t.raw[:]):
+                    ops.setdefault(process(r.process).service, set()).add((r.operation, r.kind))
+            self._ops_cache = (version, ops)
         return self._ops_cache[1]
 
     def _operations_legacy(self, service: str) -> Response:
@@ -322,7 +323,7 @@ class JaegerQuery:
                 continue
             if not self._may_match(t, service, operation, min_us, max_us):
                 continue
-            spans = resolve(t)
+            spans = resolve(self.recorder, t)
             if any(self._span_matches(s, service, operation, min_us, max_us, start, end, tags) for s in spans):
                 found.append(trace_json(t.trace_id, spans))
                 if 0 < limit <= len(found):
@@ -347,13 +348,13 @@ class JaegerQuery:
             tags.update(parsed)
         return tags
 
-    @staticmethod
-    def _may_match(t: ActiveTrace, service: str, operation: str, min_us: int, max_us: int) -> bool:
-        """A cheap test on the stored tuples before the trace is rebuilt."""
-        for raw in t.raw[:]:
-            if raw[D_PROC].service != service or (operation and raw[D_OP] != operation):
+    def _may_match(self, t: ActiveTrace, service: str, operation: str, min_us: int, max_us: int) -> bool:
+        """A cheap test on the stored spans before the trace is rebuilt."""
+        process = self.recorder.process
+        for r in raw_spans(t.raw[:]):
+            if process(r.process).service != service or (operation and r.operation != operation):
                 continue
-            dur = raw[D_DUR] * 1000
+            dur = r.duration_ms * 1000
             if (min_us and dur < min_us - 1) or (max_us and dur > max_us + 1):
                 continue
             return True
@@ -380,7 +381,7 @@ class JaegerQuery:
             if t is None:
                 errors.append({"msg": "trace not found", "traceID": text})
             else:
-                data.append(trace_json(t.trace_id, resolve(t)))
+                data.append(trace_json(t.trace_id, resolve(self.recorder, t)))
         return 200, envelope(data, errors=errors or None)
 
     def _trace(self, text: str) -> Response:
@@ -391,7 +392,7 @@ class JaegerQuery:
         t = self.recorder.get(tid)
         if t is None:
             return error_response(404, "trace not found")
-        return 200, envelope([trace_json(t.trace_id, resolve(t))])
+        return 200, envelope([trace_json(t.trace_id, resolve(self.recorder, t))])
 
     # -- dependencies ----------------------------------------------------------------------------
     def _dependencies(self, query: Query) -> Response:
@@ -406,23 +407,10 @@ class JaegerQuery:
             # asks the same of any of its spans, which start within seconds of that
             if not start_us < t.start_us < end_us:
                 continue
-            for parent, child in _edges(t):
+            for parent, child in edges(self.recorder, t):
                 if parent != child:
                     counts[(parent, child)] = counts.get((parent, child), 0) + 1
         data = [{"parent": p, "child": c, "callCount": n} for (p, c), n in sorted(counts.items())
                 if not service or service in (p, c)]
         return 200, envelope(data)
 
-
-def _edges(t: ActiveTrace) -> list[tuple[str, str]]:
-    """(parent service, child service) of every span with a parent, from the stored tuples
-    (the same post-order reconstruction as :func:`resolve`, without building spans)."""
-    raw = t.raw[:]
-    out = []
-    waiting: list[int] = []
-    for i, r in enumerate(raw):
-        depth = r[D_DEPTH]
-        while waiting and raw[waiting[-1]][D_DEPTH] > depth:
-            out.append((r[D_PROC].service, raw[waiting.pop()][D_PROC].service))
-        waiting.append(i)
-    return out

@@ -3,21 +3,24 @@
 The recorder sits on the hottest path of a run (every ``ctx.call`` of every sampled request), so
 its storage is shaped by that, not by the query side:
 
-* one call per span, made when the span ends (``ActiveTrace.span``). A span is a plain tuple
-  appended to its trace's list: no object with an ``__init__``, no second call at the span's
-  start, no per-span id drawn from the random stream;
+* one call per span, made when the span ends (``ActiveTrace.span``), which extends its trace's
+  flat list by seven atomic values: no object with an ``__init__``, no second call at the
+  span's start, no per-span id drawn from a random stream;
+* nothing stored holds a reference to a container object (a process is an int, an error a
+  tuple of strings), so the cyclic garbage collector does not walk the stored spans again and
+  again: with a ``Process`` object in each span tuple, the collector's passes over the growing
+  store cost three times the recording itself;
 * spans arrive in *post-order* (a callee ends before its caller). Each carries its depth in the
   call tree and its start as an offset from its parent's start; the tree and the absolute times
   are rebuilt when a query reads the trace (:func:`resolve`), which is rare next to recording;
-* span ids are derived from the trace id and the span's position (a bijective mix), so they are
-  unique within the trace and deterministic without touching any random stream; trace ids come
-  from the ``random.Random`` the caller gives (its own stream, seeded by the run);
-* a pod's process (service, namespace, pod, node) is interned once, so a span holds a reference,
-  not four strings.
+* span ids are derived from the trace id and the span's position (a bijective mix): unique
+  within the trace and deterministic. Trace ids come from the ``random.Random`` the caller gives
+  (a stream of its own, seeded by the run);
+* a pod's process (service, namespace, pod, node) is interned once.
 
-The traffic engine serves one sampled request at a time, so at most one trace is open; a trace
-becomes visible to queries when its top-level span ends, and the oldest traces are dropped once
-``max_traces`` are kept.
+The traffic engine serves one sampled request at a time, so at most one trace is open; it is
+stored when the next request begins (queries see it before that too), and the oldest traces are
+dropped once ``max_traces`` are kept.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Final, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 # Span kinds (OpenTelemetry's SpanKind, as Jaeger shows it in the ``span.kind`` tag).
 SERVER = "server"
@@ -75,16 +78,34 @@ def default_service_name(namespace: str, service: str) -> str:
     return f"{service}.{namespace}" if namespace else service
 
 
-# The stored span (positions are used by index on the query side):
-#   (depth, process, operation, at_ms, duration_ms, status_code, error, kind, peer)
-# ``error`` is None or (message, exception type or "", stacktrace or ""); ``peer`` is the
-# called service's name on client spans, else "".
-_Raw = tuple[int, Process, str, float, float, int, Optional[tuple[str, str, str]], str, str]
-D_DEPTH: Final = 0
-D_PROC: Final = 1
-D_OP: Final = 2
-D_DUR: Final = 4
-D_KIND: Final = 7
+# A stored span is STRIDE consecutive items of its trace's ``raw`` list:
+#   depth, process index, operation, at_ms, duration_ms, status_code, extra
+# ``extra``: None (success), (message, exception type, stacktrace) for a failed server span,
+# (message, called service) for a client span.
+STRIDE = 7
+
+
+@dataclass(frozen=True)
+class RawSpan:
+    """One stored span, decoded (the query side's view of the flat list)."""
+
+    position: int
+    depth: int
+    process: int
+    operation: str
+    at_ms: float
+    duration_ms: float
+    status_code: int
+    extra: Optional[tuple[str, ...]]
+
+    @property
+    def kind(self) -> str:
+        return CLIENT if self.extra is not None and len(self.extra) == 2 else SERVER
+
+
+def raw_spans(raw: list[Any]) -> Iterator[RawSpan]:
+    for pos, i in enumerate(range(0, len(raw) - STRIDE + 1, STRIDE)):
+        yield RawSpan(pos, *raw[i:i + STRIDE])
 
 
 @dataclass(frozen=True)
@@ -118,14 +139,14 @@ class Span:
 class ActiveTrace:
     """One sampled request being recorded; ``span`` is the call the traffic engine makes."""
 
-    __slots__ = ("trace_id", "start_us", "raw", "_recorder", "_committed")
+    __slots__ = ("trace_id", "start_us", "raw", "_ids", "_recorder")
 
     def __init__(self, recorder: "TraceRecorder", trace_id: int, start_us: int) -> None:
         self.trace_id = trace_id
         self.start_us = start_us
-        self.raw: list[_Raw] = []
+        self.raw: list[Any] = []
+        self._ids = recorder._process_ids  # noqa: SLF001 - bound here: one attribute hop less per span
         self._recorder = recorder
-        self._committed = False
 
     def span(self, depth: int, workload: Optional[Workload], operation: str, at_ms: float,
              duration_ms: float, status_code: int = 200, error: Optional[str] = None,
@@ -136,19 +157,15 @@ class ActiveTrace:
         load balancer's span, ``workload=None``). ``at_ms``: when the span started, after its
         parent's start. ``error``: the exception message when the request failed.
         """
-        rec = self._recorder
-        proc: Optional[Process]
+        proc: Optional[int]
         if workload is None:
-            proc = rec._ingress()  # noqa: SLF001 - the recorder's own cache
+            proc = self._recorder._ingress()  # noqa: SLF001
         else:
-            proc = rec._processes.get(workload.pod_uid)  # noqa: SLF001
+            proc = self._ids.get(workload.pod_uid)
             if proc is None:
-                proc = rec._process(workload)  # noqa: SLF001
-        self.raw.append((depth, proc, operation, at_ms, duration_ms, status_code,
-                         None if error is None else (error, exception_type, stacktrace), SERVER, ""))
-        if depth <= 1 and not self._committed:
-            self._committed = True
-            rec._commit(self)  # noqa: SLF001
+                proc = self._recorder._process(workload)  # noqa: SLF001
+        self.raw.extend((depth, proc, operation, at_ms, duration_ms, status_code,
+                         None if error is None else (error, exception_type, stacktrace)))
 
     def client_error(self, depth: int, caller: Optional[Workload], namespace: str, service: str, operation: str,
                      at_ms: float, duration_ms: float, status_code: int, error: str) -> None:
@@ -160,12 +177,10 @@ class ActiveTrace:
         if caller is None:
             proc = rec._ingress()  # noqa: SLF001
         else:
-            proc = rec._processes.get(caller.pod_uid) or rec._process(caller)  # noqa: SLF001
-        self.raw.append((depth, proc, operation, at_ms, duration_ms, status_code, (error, "", ""), CLIENT,
-                         rec.service_name(namespace, service)))
-        if depth <= 1 and not self._committed:
-            self._committed = True
-            rec._commit(self)  # noqa: SLF001
+            found = self._ids.get(caller.pod_uid)
+            proc = found if found is not None else rec._process(caller)  # noqa: SLF001
+        self.raw.extend((depth, proc, operation, at_ms, duration_ms, status_code,
+                         (error, rec.service_name(namespace, service))))
 
 
 @dataclass
@@ -181,24 +196,34 @@ class TraceRecorder:
     max_traces: int = DEFAULT_MAX_TRACES
     sample: float = 1.0  # share of sampled requests traced (head sampling, deterministic via rng)
     service_name: Callable[[str, str], str] = default_service_name
-    ingress_process: Process = field(default_factory=lambda: Process(INGRESS))
+    ingress_service: str = INGRESS
     _traces: deque[ActiveTrace] = field(default_factory=deque, init=False, repr=False)
     _by_id: dict[int, ActiveTrace] = field(default_factory=dict, init=False, repr=False)
-    _processes: dict[str, Process] = field(default_factory=dict, init=False, repr=False)
+    _process_ids: dict[str, int] = field(default_factory=dict, init=False, repr=False)  # pod uid -> index
+    _process_list: list[Process] = field(default_factory=list, init=False, repr=False)
     _open: Optional[ActiveTrace] = field(default=None, init=False, repr=False)
     _ingress_seen: bool = field(default=False, init=False, repr=False)
-    commits: int = field(default=0, init=False)  # traces ever committed: a cheap change counter for caches
+    commits: int = field(default=0, init=False)  # traces ever stored: a cheap change counter for caches
 
     def __post_init__(self) -> None:
         if self.max_traces < 1:
             raise ValueError("max_traces must be at least 1")
         if not 0.0 <= self.sample <= 1.0:
             raise ValueError("sample must be within [0, 1]")
+        self._process_list.append(Process(self.ingress_service))  # index 0: the load balancer
 
     # -- recording ------------------------------------------------------------------------
     def begin_trace(self, start_us: int) -> Optional[ActiveTrace]:
         """A sampled request enters at ``start_us`` (virtual µs); None when head sampling
-        leaves it out (then the caller records nothing for it)."""
+        leaves it out (then the caller records nothing for it).
+
+        The previous request's trace is stored now, if it has spans: the engine serves one
+        request at a time, so it is complete, and a request that reached no pod (its entry
+        Service had no endpoints) leaves nothing to evict a real trace for.
+        """
+        prev = self._open
+        if prev is not None and prev.raw:
+            self._commit(prev)
         if self.sample < 1.0 and self.rng.random() >= self.sample:
             self._open = None
             return None
@@ -206,14 +231,22 @@ class TraceRecorder:
         self._open = trace
         return trace
 
-    def _process(self, w: Workload) -> Process:
-        proc = Process(self.service_name(w.namespace, w.service), w.namespace, w.pod_name, w.node)
-        self._processes[w.pod_uid] = proc
-        return proc
+    def flush(self) -> None:
+        """Store the open trace now (the end of a run; tests)."""
+        prev, self._open = self._open, None
+        if prev is not None and prev.raw:
+            self._commit(prev)
 
-    def _ingress(self) -> Process:
+    def _process(self, w: Workload) -> int:
+        index = len(self._process_list)
+        self._process_list.append(Process(self.service_name(w.namespace, w.service), w.namespace, w.pod_name,
+                                          w.node))
+        self._process_ids[w.pod_uid] = index
+        return index
+
+    def _ingress(self) -> int:
         self._ingress_seen = True
-        return self.ingress_process
+        return 0
 
     def _commit(self, trace: ActiveTrace) -> None:
         traces = self._traces
@@ -227,20 +260,33 @@ class TraceRecorder:
 
     # -- reading (the query side; snapshots, so a query never sees a list change under it) -----
     def traces(self) -> list[ActiveTrace]:
-        """Stored traces, oldest first."""
-        return list(self._traces)
+        """Stored traces, oldest first, and the open one if it has spans (queries run between
+        ticks, when the last request of a tick has been served)."""
+        out = list(self._traces)
+        open_trace = self._open
+        if open_trace is not None and open_trace.raw:
+            out.append(open_trace)
+        return out
 
     def get(self, trace_id: int) -> Optional[ActiveTrace]:
-        return self._by_id.get(trace_id)
+        found = self._by_id.get(trace_id)
+        open_trace = self._open
+        if found is None and open_trace is not None and open_trace.trace_id == trace_id and open_trace.raw:
+            return open_trace
+        return found
+
+    def version(self) -> tuple[int, int]:
+        """Changes whenever a query could see something new (for the query side's caches)."""
+        open_trace = self._open
+        return self.commits, len(open_trace.raw) if open_trace is not None else -1
+
+    def process(self, index: int) -> Process:
+        return self._process_list[index]
 
     def processes(self) -> list[Process]:
         """Every process seen (kept after its traces are dropped, as Jaeger keeps services)."""
-        return list(self._processes.values()) + ([self.ingress_process] if self._ingress_seen else [])
-
-    @property
-    def open_trace(self) -> Optional[ActiveTrace]:
-        """The trace of the request being served, if any (its spans may still be arriving)."""
-        return self._open
+        procs = self._process_list[:]
+        return procs if self._ingress_seen else procs[1:]
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -270,16 +316,16 @@ def format_span_id(sid: int) -> str:
 
 
 # -- resolution -----------------------------------------------------------------------------
-def resolve(trace: ActiveTrace) -> list[Span]:
+def resolve(recorder: TraceRecorder, trace: ActiveTrace) -> list[Span]:
     """The trace's spans in start order (a parent before its children), with parents, ids and
     absolute start times rebuilt from the post-order records."""
-    raw = trace.raw[:]  # a snapshot: the open trace may still be growing
+    raw = list(raw_spans(trace.raw[:]))  # a snapshot: the open trace may still be growing
     n = len(raw)
     parent: list[int] = [-1] * n
     waiting: list[int] = []  # ended spans whose parent has not ended yet
     for i in range(n):
-        depth = raw[i][D_DEPTH]
-        while waiting and raw[waiting[-1]][D_DEPTH] > depth:
+        depth = raw[i].depth
+        while waiting and raw[waiting[-1]].depth > depth:
             parent[waiting.pop()] = i
         waiting.append(i)
     children: list[list[int]] = [[] for _ in range(n)]
@@ -293,15 +339,31 @@ def resolve(trace: ActiveTrace) -> list[Span]:
     stack: list[tuple[int, int, Optional[int]]] = [(i, trace.start_us, None) for i in reversed(roots)]
     while stack:
         i, base_us, parent_sid = stack.pop()
-        _depth, proc, op, at_ms, dur_ms, status, error, kind, peer = raw[i]
-        start_us = base_us + round(at_ms * 1000)
+        r = raw[i]
+        start_us = base_us + round(r.at_ms * 1000)
         sid = span_id(tid, i)
-        message, exc_type, stack_text = error if error is not None else ("", "", "")
-        out.append(Span(trace_id=tid, span_id=sid, parent_span_id=parent_sid, process=proc, operation=op,
-                        start_us=start_us, duration_us=max(0, round(dur_ms * 1000)),
-                        status_code=status, error=status >= 500 or (kind == CLIENT and error is not None),
-                        message=message, exception_type=exc_type, stacktrace=stack_text, kind=kind,
-                        peer_service=peer))
+        kind, extra = r.kind, r.extra
+        message = extra[0] if extra is not None else ""
+        out.append(Span(trace_id=tid, span_id=sid, parent_span_id=parent_sid, process=recorder.process(r.process),
+                        operation=r.operation, start_us=start_us, duration_us=max(0, round(r.duration_ms * 1000)),
+                        status_code=r.status_code, error=r.status_code >= 500 or kind == CLIENT,
+                        message=message,
+                        exception_type=extra[1] if extra is not None and kind == SERVER else "",
+                        stacktrace=extra[2] if extra is not None and kind == SERVER else "",
+                        kind=kind, peer_service=extra[1] if extra is not None and kind == CLIENT else ""))
         for c in reversed(children[i]):
             stack.append((c, start_us, sid))
+    return out
+
+
+def edges(recorder: TraceRecorder, trace: ActiveTrace) -> list[tuple[str, str]]:
+    """(parent service, child service) of every span with a parent, from the stored spans (the
+    reconstruction of :func:`resolve`, without building spans)."""
+    raw = list(raw_spans(trace.raw[:]))
+    out = []
+    waiting: list[RawSpan] = []
+    for r in raw:
+        while waiting and waiting[-1].depth > r.depth:
+            out.append((recorder.process(r.process).service, recorder.process(waiting.pop().process).service))
+        waiting.append(r)
     return out
