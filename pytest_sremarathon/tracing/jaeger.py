@@ -395,6 +395,16 @@ class JaegerQuery:
         return 200, envelope([trace_json(t.trace_id, resolve(self.recorder, t))])
 
     # -- dependencies ----------------------------------------------------------------------------
+    def _within(self, t: ActiveTrace, start_us: int, end_us: int) -> bool:
+        """Jaeger's ``traceIsBetweenStartAndEnd``: a span started within (start, end). Spans start
+        at or after their request and within the slack of it, so only traces near an edge of the
+        window are rebuilt to find out."""
+        if t.start_us >= end_us or t.start_us + _SPAN_SLACK_US <= start_us:
+            return False
+        if start_us < t.start_us and t.start_us + _SPAN_SLACK_US < end_us:
+            return True
+        return any(start_us < s.start_us < end_us for s in resolve(self.recorder, t))
+
     def _dependencies(self, query: Query) -> Response:
         now_ms = self.now_us() // 1000
         end_ms = self._time_param(query, "endTs", 1, now_ms)
@@ -403,9 +413,7 @@ class JaegerQuery:
         service = _first(query, "service")
         counts: dict[tuple[str, str], int] = {}
         for t in self.recorder.traces():
-            # a trace counts when its request entered within (start, end); Jaeger's memory store
-            # asks the same of any of its spans, which start within seconds of that
-            if not start_us < t.start_us < end_us:
+            if not self._within(t, start_us, end_us):
                 continue
             for parent, child in edges(self.recorder, t):
                 if parent != child:
