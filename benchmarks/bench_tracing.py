@@ -26,7 +26,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sremarathon.tracing import ActiveTrace, TraceRecorder  # noqa: E402
+from pytest_sremarathon.tracing import ActiveTrace, TraceRecorder
 
 REQUESTS = 3 * 16 * 1440  # apps × samples per tick × ticks in 12 h
 SPANS_PER_MARATHON = 575_000

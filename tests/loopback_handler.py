@@ -36,7 +36,7 @@ class HandlerServer:
 
             do_GET = do_POST = do_DELETE = do_PUT = do_HEAD = _serve
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.handle = handle

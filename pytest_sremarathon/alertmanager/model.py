@@ -8,9 +8,9 @@ fits the :class:`AlertRecord` protocol as it is). Silences are the API's own (si
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-import re
 from typing import Any, Mapping, Optional, Protocol
 
 from .matchers import Matcher, labels_match, parse_matchers

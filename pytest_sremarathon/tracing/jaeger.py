@@ -17,6 +17,7 @@ strings); the newest ``limit`` matching traces are returned, newest first.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Callable, Iterable, Optional
@@ -214,16 +215,16 @@ class JaegerQuery:
                 handler: Callable[[], Response] = self._services
             elif len(route) == 3 and route[0] == "services" and route[2] == "operations" and route[1]:
                 service = unquote(route[1])
-                handler = lambda: self._operations_legacy(service)  # noqa: E731
+                handler = functools.partial(self._operations_legacy, service)
             elif route == ["operations"]:
-                handler = lambda: self._operations(query)  # noqa: E731
+                handler = functools.partial(self._operations, query)
             elif route == ["traces"]:
-                handler = lambda: self._search(query)  # noqa: E731
+                handler = functools.partial(self._search, query)
             elif len(route) == 2 and route[0] == "traces" and route[1]:
                 trace_id = unquote(route[1])
-                handler = lambda: self._trace(trace_id)  # noqa: E731
+                handler = functools.partial(self._trace, trace_id)
             elif route == ["dependencies"]:
-                handler = lambda: self._dependencies(query)  # noqa: E731
+                handler = functools.partial(self._dependencies, query)
             else:
                 return error_response(404, "404 page not found")
             if method.upper() not in ("GET", "HEAD"):

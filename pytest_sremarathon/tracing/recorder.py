@@ -145,7 +145,7 @@ class ActiveTrace:
         self.trace_id = trace_id
         self.start_us = start_us
         self.raw: list[Any] = []
-        self._ids = recorder._process_ids  # noqa: SLF001 - bound here: one attribute hop less per span
+        self._ids = recorder._process_ids  # bound here: one attribute hop less per span
         self._recorder = recorder
 
     def span(self, depth: int, workload: Optional[Workload], operation: str, at_ms: float,
@@ -159,11 +159,11 @@ class ActiveTrace:
         """
         proc: Optional[int]
         if workload is None:
-            proc = self._recorder._ingress()  # noqa: SLF001
+            proc = self._recorder._ingress()
         else:
             proc = self._ids.get(workload.pod_uid)
             if proc is None:
-                proc = self._recorder._process(workload)  # noqa: SLF001
+                proc = self._recorder._process(workload)
         self.raw.extend((depth, proc, operation, at_ms, duration_ms, status_code,
                          None if error is None else (error, exception_type, stacktrace)))
 
@@ -175,10 +175,10 @@ class ActiveTrace:
         the callee's server span would have had."""
         rec = self._recorder
         if caller is None:
-            proc = rec._ingress()  # noqa: SLF001
+            proc = rec._ingress()
         else:
             found = self._ids.get(caller.pod_uid)
-            proc = found if found is not None else rec._process(caller)  # noqa: SLF001
+            proc = found if found is not None else rec._process(caller)
         self.raw.extend((depth, proc, operation, at_ms, duration_ms, status_code,
                          (error, rec.service_name(namespace, service))))
 

@@ -6,7 +6,15 @@ import gc
 import random
 
 import pytest
-from trace_world import CART, CHECKOUT, FRONTEND, HOTEL_FRONTEND, T0, checkout_request, home_request
+from trace_world import (
+    CART,
+    CHECKOUT,
+    FRONTEND,
+    HOTEL_FRONTEND,
+    T0,
+    checkout_request,
+    home_request,
+)
 
 from pytest_sremarathon.tracing import CLIENT, SERVER, TraceRecorder, resolve
 from pytest_sremarathon.tracing.recorder import format_trace_id
