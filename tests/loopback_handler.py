@@ -9,8 +9,9 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 Handle = Callable[[str, str, dict[str, list[str]], bytes], tuple[int, Any]]
 
@@ -48,7 +49,7 @@ class HandlerServer:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "HandlerServer":
+    def __enter__(self) -> HandlerServer:
         self.thread.start()
         return self
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import functools
 import random
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from typing import Any, Optional, Protocol
 from urllib.parse import unquote
 
 from .matchers import Matcher, MatcherError, filter_matches, parse_filter

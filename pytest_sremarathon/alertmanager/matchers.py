@@ -10,8 +10,9 @@ write them. Regexes are anchored at both ends, as Prometheus anchors them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 EQUAL, NOT_EQUAL, REGEX, NOT_REGEX = "=", "!=", "=~", "!~"
 
@@ -31,7 +32,7 @@ class Matcher:
     _regex: Optional[re.Pattern[str]] = field(default=None, compare=False, repr=False)
 
     @staticmethod
-    def make(name: str, op: str, value: str) -> "Matcher":
+    def make(name: str, op: str, value: str) -> Matcher:
         regex = None
         if op in (REGEX, NOT_REGEX):
             try:

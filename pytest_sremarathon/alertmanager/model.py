@@ -9,9 +9,10 @@ fits the :class:`AlertRecord` protocol as it is). Silences are the API's own (si
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from .matchers import Matcher, labels_match, parse_matchers
 
@@ -103,7 +104,7 @@ class Route:
     group_by: Optional[tuple[str, ...]] = None
     matchers: tuple[str, ...] = ()  # Alertmanager matcher strings, e.g. 'severity="critical"'
     continue_: bool = False
-    routes: tuple["Route", ...] = ()
+    routes: tuple[Route, ...] = ()
     group_wait: str = "30s"
     group_interval: str = "5m"
     repeat_interval: str = "4h"
@@ -145,7 +146,7 @@ class _CompiledRoute:
     matched: MatchedRoute
     matchers: tuple[Matcher, ...]
     continue_: bool
-    children: tuple["_CompiledRoute", ...]
+    children: tuple[_CompiledRoute, ...]
 
     def match(self, labels: Mapping[str, str]) -> list[MatchedRoute]:
         """Alertmanager's ``Route.Match``: the deepest matching routes, depth first; a child

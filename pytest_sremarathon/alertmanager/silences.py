@@ -15,9 +15,10 @@ import json
 import random
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from .matchers import EQUAL, NOT_EQUAL, NOT_REGEX, REGEX, Matcher, MatcherError, labels_match, valid_label_name
 from .model import format_time, parse_time

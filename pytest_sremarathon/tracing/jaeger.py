@@ -20,11 +20,22 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 from urllib.parse import unquote
 
-from .recorder import (CLIENT, ActiveTrace, Process, Span, TraceRecorder, edges, format_span_id, format_trace_id,
-                       raw_spans, resolve)
+from .recorder import (
+    CLIENT,
+    ActiveTrace,
+    Process,
+    Span,
+    TraceRecorder,
+    edges,
+    format_span_id,
+    format_trace_id,
+    raw_spans,
+    resolve,
+)
 
 Query = dict[str, list[str]]
 Response = tuple[int, Any]

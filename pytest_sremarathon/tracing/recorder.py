@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 # Span kinds (OpenTelemetry's SpanKind, as Jaeger shows it in the ``span.kind`` tag).
 SERVER = "server"
@@ -141,7 +142,7 @@ class ActiveTrace:
 
     __slots__ = ("trace_id", "start_us", "raw", "_ids", "_recorder")
 
-    def __init__(self, recorder: "TraceRecorder", trace_id: int, start_us: int) -> None:
+    def __init__(self, recorder: TraceRecorder, trace_id: int, start_us: int) -> None:
         self.trace_id = trace_id
         self.start_us = start_us
         self.raw: list[Any] = []

@@ -4,7 +4,7 @@ including the policy point's 403."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import yaml
