@@ -20,20 +20,23 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Optional
 from urllib.parse import unquote
 
 from .recorder import (
     CLIENT,
+    STRIDE,
     ActiveTrace,
     Process,
     Span,
     TraceRecorder,
+    duration_us,
     edges,
     format_span_id,
     format_trace_id,
-    raw_spans,
+    is_error,
+    raw_kind,
     resolve,
 )
 
@@ -124,47 +127,56 @@ def _kv(key: str, value: Any) -> dict[str, Any]:
     return {"key": key, "type": kind, "value": value}
 
 
-def _process_tags(p: Process) -> list[dict[str, Any]]:
+@functools.lru_cache(maxsize=4096)
+def _process_items(p: Process) -> tuple[tuple[str, str], ...]:
     """OpenTelemetry's Kubernetes resource attributes, as Jaeger shows a process's tags."""
-    tags = []
+    items = []
     if p.namespace:
-        tags.append(_kv("k8s.namespace.name", p.namespace))
+        items.append(("k8s.namespace.name", p.namespace))
     if p.pod:
-        tags.append(_kv("k8s.pod.name", p.pod))
-        tags.append(_kv("host.name", p.pod))
+        items += [("k8s.pod.name", p.pod), ("host.name", p.pod)]
     if p.node:
-        tags.append(_kv("k8s.node.name", p.node))
-    return tags
+        items.append(("k8s.node.name", p.node))
+    return tuple(items)
+
+
+def _tag_items(kind: str, operation: str, status: int, error: bool, message: str,
+               peer: str) -> list[tuple[str, Any]]:
+    """Tags as an OpenTelemetry-instrumented HTTP service's spans carry them through Jaeger (one
+    definition for what is served and what a tag search matches)."""
+    items: list[tuple[str, Any]] = [("span.kind", kind), ("http.method", "POST")]
+    if kind == CLIENT:
+        items += [("peer.service", peer), ("http.url", f"http://{peer}/{operation}")]
+    else:
+        items.append(("http.route", f"/{operation}"))
+    items.append(("http.status_code", status))
+    if error:
+        items += [("error", True), ("otel.status_code", "ERROR")]
+        if message:
+            items.append(("otel.status_description", message))
+    return items
+
+
+def _log_items(error: bool, message: str, exception_type: str, stacktrace: str) -> list[tuple[str, str]]:
+    """OpenTelemetry's exception event (``record_exception``), logged at the span's end."""
+    if not error or not message:
+        return []
+    items = [("event", "exception")]
+    if exception_type:
+        items.append(("exception.type", exception_type))
+    items.append(("exception.message", message))
+    if stacktrace:
+        items.append(("exception.stacktrace", stacktrace))
+    return items
 
 
 def span_tags(s: Span) -> list[dict[str, Any]]:
-    """Tags as an OpenTelemetry-instrumented HTTP service's spans carry them through Jaeger."""
-    tags = [_kv("span.kind", s.kind), _kv("http.method", "POST")]
-    if s.kind == CLIENT:
-        tags.append(_kv("peer.service", s.peer_service))
-        tags.append(_kv("http.url", f"http://{s.peer_service}/{s.operation}"))
-    else:
-        tags.append(_kv("http.route", f"/{s.operation}"))
-    tags.append(_kv("http.status_code", s.status_code))
-    if s.error:
-        tags.append(_kv("error", True))
-        tags.append(_kv("otel.status_code", "ERROR"))
-        if s.message:
-            tags.append(_kv("otel.status_description", s.message))
-    return tags
+    return [_kv(k, v) for k, v in _tag_items(s.kind, s.operation, s.status_code, s.error, s.message, s.peer_service)]
 
 
 def span_logs(s: Span) -> list[dict[str, Any]]:
-    """OpenTelemetry's exception event (``record_exception``), as a Jaeger log at the span's end."""
-    if not s.error or not s.message:
-        return []
-    fields = [_kv("event", "exception")]
-    if s.exception_type:
-        fields.append(_kv("exception.type", s.exception_type))
-    fields.append(_kv("exception.message", s.message))
-    if s.stacktrace:
-        fields.append(_kv("exception.stacktrace", s.stacktrace))
-    return [{"timestamp": s.end_us, "fields": fields}]
+    fields = _log_items(s.error, s.message, s.exception_type, s.stacktrace)
+    return [{"timestamp": s.end_us, "fields": [_kv(k, v) for k, v in fields]}] if fields else []
 
 
 def trace_json(trace_id: int, spans: list[Span]) -> dict[str, Any]:
@@ -178,7 +190,8 @@ def trace_json(trace_id: int, spans: list[Span]) -> dict[str, Any]:
         out.append({"traceID": tid, "spanID": format_span_id(s.span_id), "operationName": s.operation,
                     "references": refs, "startTime": s.start_us, "duration": s.duration_us,
                     "tags": span_tags(s), "logs": span_logs(s), "processID": pid, "warnings": None})
-    processes = {pid: {"serviceName": p.service, "tags": _process_tags(p)} for p, pid in pids.items()}
+    processes = {pid: {"serviceName": p.service, "tags": [_kv(k, v) for k, v in _process_items(p)]}
+                 for p, pid in pids.items()}
     return {"traceID": tid, "spans": out, "processes": processes, "warnings": None}
 
 
@@ -189,12 +202,14 @@ def _tag_string(value: Any) -> str:
     return str(value)
 
 
-def _flat_tags(s: Span) -> Iterable[tuple[str, str]]:
-    for kv in span_tags(s) + _process_tags(s.process):
-        yield kv["key"], _tag_string(kv["value"])
-    for log in span_logs(s):
-        for kv in log["fields"]:
-            yield kv["key"], _tag_string(kv["value"])
+def _flat_tags(process: Process, kind: str, operation: str, status: int, error: bool, message: str, peer: str,
+               exception_type: str, stacktrace: str) -> set[tuple[str, str]]:
+    """What Jaeger's store matches a tag query against: the span's tags, its process's tags and
+    its logs' fields, as strings."""
+    flat = {(k, _tag_string(v)) for k, v in _tag_items(kind, operation, status, error, message, peer)}
+    flat.update(_process_items(process))
+    flat.update(_log_items(error, message, exception_type, stacktrace))
+    return flat
 
 
 def envelope(data: Any, *, total: int = 0, errors: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
@@ -252,11 +267,14 @@ class JaegerQuery:
     def _operations_by_service(self) -> dict[str, set[tuple[str, str]]]:
         version = self.recorder.version()
         if self._ops_cache[0] != version:
-            ops: dict[str, set[tuple[str, str]]] = {}
-            process = self.recorder.process
+            seen: set[tuple[int, str, str]] = set()  # (process, operation, kind)
             for t in self.recorder.traces():
-                for r in raw_spans(t.raw[:]):
-                    ops.setdefault(process(r.process).service, set()).add((r.operation, r.kind))
+                raw = t.raw[:]
+                for i in range(0, len(raw) - STRIDE + 1, STRIDE):
+                    seen.add((raw[i + 1], raw[i + 2], raw_kind(raw[i + 6])))
+            ops: dict[str, set[tuple[str, str]]] = {}
+            for proc, op, kind in seen:
+                ops.setdefault(self.recorder.process(proc).service, set()).add((op, kind))
             self._ops_cache = (version, ops)
         return self._ops_cache[1]
 
@@ -329,14 +347,18 @@ class JaegerQuery:
         if trace_ids:
             return self._by_ids(trace_ids)
         operation = _first(query, "operation")
+        procs = {i for i, p in enumerate(self.recorder.process_table()) if p.service == service}
         found: list[dict[str, Any]] = []
         for t in reversed(self.recorder.traces()):  # newest first
             if t.start_us > end or t.start_us < start - _SPAN_SLACK_US:
                 continue
-            if not self._may_match(t, service, operation, min_us, max_us):
+            if not self._candidate(t, procs, operation, min_us, max_us, tags):
                 continue
             spans = resolve(self.recorder, t)
-            if any(self._span_matches(s, service, operation, min_us, max_us, start, end, tags) for s in spans):
+            # a trace well inside the window has all its spans inside; one near an edge is checked
+            inside = start < t.start_us and t.start_us + _SPAN_SLACK_US < end
+            if inside or any(self._span_matches(s, service, operation, min_us, max_us, start, end, tags)
+                             for s in spans):
                 found.append(trace_json(t.trace_id, spans))
                 if 0 < limit <= len(found):
                     break
@@ -360,14 +382,18 @@ class JaegerQuery:
             tags.update(parsed)
         return tags
 
-    def _may_match(self, t: ActiveTrace, service: str, operation: str, min_us: int, max_us: int) -> bool:
-        """A cheap test on the stored spans before the trace is rebuilt."""
-        process = self.recorder.process
-        for r in raw_spans(t.raw[:]):
-            if process(r.process).service != service or (operation and r.operation != operation):
+    def _candidate(self, t: ActiveTrace, procs: set[int], operation: str, min_us: int, max_us: int,
+                   tags: dict[str, str]) -> bool:
+        """Has the trace a span of the service matching everything but the time window? Read on
+        the stored spans, before the trace is rebuilt."""
+        raw = t.raw[:]
+        for i in range(0, len(raw) - STRIDE + 1, STRIDE):
+            if raw[i + 1] not in procs or (operation and raw[i + 2] != operation):
                 continue
-            dur = r.duration_ms * 1000
-            if (min_us and dur < min_us - 1) or (max_us and dur > max_us + 1):
+            dur = duration_us(raw[i + 4])
+            if (min_us and dur < min_us) or (max_us and dur > max_us):
+                continue
+            if tags and not _raw_tags_match(self.recorder, raw, i, tags):
                 continue
             return True
         return False
@@ -382,7 +408,8 @@ class JaegerQuery:
         if s.start_us < start or s.start_us > end:
             return False
         if tags:
-            flat = set(_flat_tags(s))
+            flat = _flat_tags(s.process, s.kind, s.operation, s.status_code, s.error, s.message, s.peer_service,
+                              s.exception_type, s.stacktrace)
             return all((k, v) in flat for k, v in tags.items())
         return True
 
@@ -428,9 +455,21 @@ class JaegerQuery:
             if not self._within(t, start_us, end_us):
                 continue
             for parent, child in edges(self.recorder, t):
-                if parent != child:
-                    counts[(parent, child)] = counts.get((parent, child), 0) + 1
+                pair = (self.recorder.process(parent).service, self.recorder.process(child).service)
+                if pair[0] != pair[1]:
+                    counts[pair] = counts.get(pair, 0) + 1
         data = [{"parent": p, "child": c, "callCount": n} for (p, c), n in sorted(counts.items())
                 if not service or service in (p, c)]
         return 200, envelope(data)
 
+
+def _raw_tags_match(recorder: TraceRecorder, raw: list[Any], i: int, tags: dict[str, str]) -> bool:
+    """The tag test of a search on a stored span (``raw[i:i + STRIDE]``), without building it."""
+    status, extra = raw[i + 5], raw[i + 6]
+    kind = raw_kind(extra)
+    message = extra[0] if extra is not None else ""
+    server = extra is not None and kind != CLIENT
+    flat = _flat_tags(recorder.process(raw[i + 1]), kind, raw[i + 2], status, is_error(status, kind),
+                      message, extra[1] if extra is not None and kind == CLIENT else "",
+                      extra[1] if server else "", extra[2] if server else "")
+    return all((k, v) in flat for k, v in tags.items())

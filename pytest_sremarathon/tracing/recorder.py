@@ -101,12 +101,23 @@ class RawSpan:
 
     @property
     def kind(self) -> str:
-        return CLIENT if self.extra is not None and len(self.extra) == 2 else SERVER
+        return raw_kind(self.extra)
 
 
 def raw_spans(raw: list[Any]) -> Iterator[RawSpan]:
     for pos, i in enumerate(range(0, len(raw) - STRIDE + 1, STRIDE)):
         yield RawSpan(pos, *raw[i:i + STRIDE])
+
+
+def raw_kind(extra: Optional[tuple[str, ...]]) -> str:
+    """The kind of a stored span, from its ``extra`` item."""
+    return CLIENT if extra is not None and len(extra) == 2 else SERVER
+
+
+def is_error(status_code: int, kind: str) -> bool:
+    """OpenTelemetry's HTTP rule: a server span is an error on a 5xx; a client span here always
+    is (it stands for a call that reached no pod)."""
+    return status_code >= 500 or kind == CLIENT
 
 
 @dataclass(frozen=True)
@@ -289,6 +300,10 @@ class TraceRecorder:
         procs = self._process_list[:]
         return procs if self._ingress_seen else procs[1:]
 
+    def process_table(self) -> list[Process]:
+        """Processes by the index stored spans hold."""
+        return self._process_list[:]
+
     def __len__(self) -> int:
         return len(self._traces)
 
@@ -343,28 +358,38 @@ def resolve(recorder: TraceRecorder, trace: ActiveTrace) -> list[Span]:
         r = raw[i]
         start_us = base_us + round(r.at_ms * 1000)
         sid = span_id(tid, i)
-        kind, extra = r.kind, r.extra
-        message = extra[0] if extra is not None else ""
-        out.append(Span(trace_id=tid, span_id=sid, parent_span_id=parent_sid, process=recorder.process(r.process),
-                        operation=r.operation, start_us=start_us, duration_us=max(0, round(r.duration_ms * 1000)),
-                        status_code=r.status_code, error=r.status_code >= 500 or kind == CLIENT,
-                        message=message,
-                        exception_type=extra[1] if extra is not None and kind == SERVER else "",
-                        stacktrace=extra[2] if extra is not None and kind == SERVER else "",
-                        kind=kind, peer_service=extra[1] if extra is not None and kind == CLIENT else ""))
+        out.append(_span(recorder, r, tid, sid, parent_sid, start_us))
         for c in reversed(children[i]):
             stack.append((c, start_us, sid))
     return out
 
 
-def edges(recorder: TraceRecorder, trace: ActiveTrace) -> list[tuple[str, str]]:
-    """(parent service, child service) of every span with a parent, from the stored spans (the
-    reconstruction of :func:`resolve`, without building spans)."""
-    raw = list(raw_spans(trace.raw[:]))
+def _span(recorder: TraceRecorder, r: RawSpan, trace_id: int, sid: int, parent_sid: Optional[int],
+          start_us: int) -> Span:
+    kind, extra = r.kind, r.extra
+    server_extra = extra if extra is not None and kind == SERVER else None
+    return Span(trace_id=trace_id, span_id=sid, parent_span_id=parent_sid, process=recorder.process(r.process),
+                operation=r.operation, start_us=start_us, duration_us=duration_us(r.duration_ms),
+                status_code=r.status_code, error=is_error(r.status_code, kind),
+                message=extra[0] if extra is not None else "",
+                exception_type=server_extra[1] if server_extra is not None else "",
+                stacktrace=server_extra[2] if server_extra is not None else "",
+                kind=kind, peer_service=extra[1] if extra is not None and kind == CLIENT else "")
+
+
+def duration_us(duration_ms: float) -> int:
+    return max(0, round(duration_ms * 1000))
+
+
+def edges(recorder: TraceRecorder, trace: ActiveTrace) -> list[tuple[int, int]]:
+    """(parent process, child process) of every span with a parent, from the stored spans (the
+    reconstruction of :func:`resolve`, on the flat list, without building spans)."""
+    raw = trace.raw[:]
     out = []
-    waiting: list[RawSpan] = []
-    for r in raw:
-        while waiting and waiting[-1].depth > r.depth:
-            out.append((recorder.process(r.process).service, recorder.process(waiting.pop().process).service))
-        waiting.append(r)
+    waiting: list[int] = []  # positions in raw of ended spans whose parent has not ended yet
+    for i in range(0, len(raw) - STRIDE + 1, STRIDE):
+        depth = raw[i]
+        while waiting and raw[waiting[-1]] > depth:
+            out.append((raw[i + 1], raw[waiting.pop() + 1]))
+        waiting.append(i)
     return out
