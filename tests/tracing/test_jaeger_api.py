@@ -76,6 +76,12 @@ def test_search_by_tags_json_and_tag_pairs(world: World) -> None:
     assert search(q, service="cart.shop", tags=json.dumps({"error": "true", "k8s.node.name": "node-z"}))[1]["data"] == []
     # one span must carry them all: the failed cart span, not a mix of spans
     assert search(q, service="frontend.shop", tags=json.dumps({"exception.type": "KeyError"}))[1]["data"] == []
+    # a trace at an edge of the time window is rebuilt and its spans tested one by one
+    edge = search(q, service="cart.shop", tags=json.dumps({"error": "true"}), start=T0 + 5 * MINUTE,
+                  end=T0 + 5 * MINUTE + 10_000)[1]
+    assert trace_ids(edge) == failed
+    assert search(q, service="cart.shop", tags=json.dumps({"error": "true"}), start=T0 + 5 * MINUTE,
+                  end=T0 + 5 * MINUTE + 6_000)[1]["data"] == []  # the failed span starts 8.5 ms in
     assert search(q, service="cart.shop", tags="{bad")[1]["errors"][0]["msg"].startswith(
         "malformed 'tags' parameter, cannot unmarshal JSON")
     assert search(q, service="cart.shop", tag="error")[1]["errors"] == [
