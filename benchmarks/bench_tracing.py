@@ -10,12 +10,14 @@ This benchmark replays request trees of that shape through a stand-in for the en
 path twice, without and with the recorder calls the contract (docs/TRACES-AND-ALERTS.md) asks
 the engine to make, and reports the difference, scaled to one default marathon. CPU time
 (``time.process_time``) and the best of ``--repeat`` runs, so a busy machine inflates it less.
-Memory: tracemalloc's count of what the stored traces hold, per span.
+Memory: tracemalloc's count of what the stored traces hold, per span. Queries: the Jaeger API's
+answer time over the recorded store (wall time, best of three).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -26,7 +28,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_sremarathon.tracing import ActiveTrace, TraceRecorder
+from pytest_sremarathon.tracing import ActiveTrace, JaegerQuery, TraceRecorder
 
 REQUESTS = 71_050  # traces one default marathon records (measured)
 SPANS_PER_MARATHON = 677_876  # every ctx.call of one default marathon (measured): an upper bound
@@ -133,6 +135,24 @@ def main() -> None:
     print(f"memory: {held / spans:.0f} bytes per stored span (trace overhead included) -> "
           f"{held / args.requests * REQUESTS / 2**20:.0f} MiB if a whole marathon's {REQUESTS} traces were kept, "
           f"{held / args.requests * 20_000 / 2**20:.0f} MiB at the default max_traces=20000")
+    recorder.flush()
+    q = JaegerQuery(recorder, lambda: 1_767_225_600_000_000 + args.requests * 1_875_000)
+    service = pods[1].service + "." + pods[1].namespace
+    for label, path, query in [
+        ("services", "/api/services", {}),
+        ("operations (first, then cached)", f"/api/services/{service}/operations", {}),
+        ("search, newest 20", "/api/traces", {"service": [service], "limit": ["20"]}),
+        ("search, a tag no trace has (full scan)", "/api/traces",
+         {"service": [service], "tags": [json.dumps({"error": "true"})]}),
+        ("dependencies, 24 h", "/api/dependencies", {}),
+    ]:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            status, _ = q.handle("GET", path, query)
+            times.append(time.perf_counter() - t0)
+            assert status == 200
+        print(f"query {label}: {min(times) * 1000:.1f} ms (first: {times[0] * 1000:.1f} ms)")
 
 
 if __name__ == "__main__":

@@ -171,8 +171,8 @@ def test_the_policy_point_denies_and_hears_of_every_decision() -> None:
 
 
 def test_the_real_policy_point_denies_silences() -> None:
-    """The contract with pytest_sremarathon.policy: its Decision is a verdict as it is, and
-    ``no-silence-alerts`` judges a ``silence`` request on ``silences``."""
+    """The contract with pytest_sremarathon.policy (docs/TRACES-AND-ALERTS.md): its Decision is a
+    verdict as it is, and ``no-silence-alerts`` judges any verb on ``silences``."""
     from admission import RecordingAdmission
 
     from pytest_sremarathon.policy import MutationRequest, Policy
@@ -182,7 +182,7 @@ def test_the_real_policy_point_denies_silences() -> None:
     def mutation(req: SilenceRequest) -> MutationRequest:
         # no namespace: silences are not objects of the monitoring namespace, and with one
         # protected-namespaces would answer before no-silence-alerts
-        return MutationRequest(actor=req.actor, channel="alertmanager", verb="silence", resource="silences",
+        return MutationRequest(actor=req.actor, channel="alertmanager", verb=req.verb, resource="silences",
                                name=req.silence_id, body=req.body)
 
     def decide(req: SilenceRequest) -> Verdict:
@@ -196,8 +196,10 @@ def test_the_real_policy_point_denies_silences() -> None:
     status, message = w.post_silence(actor="agent")
     assert status == 403 and "no-silence-alerts" in message
     assert w.post_silence(actor="orchestrator")[0] == 200  # the policy judges the agent's actions only
-    assert [(r.actor, d.allowed, code) for r, d, code in admission.records] == [
-        ("agent", False, 403), ("orchestrator", True, 200)]
+    sid = w.get("/api/v2/silences")[1][0]["id"]
+    assert w.api.handle("DELETE", f"/api/v2/silence/{sid}", actor="agent")[0] == 403
+    assert [(r.actor, r.verb, d.allowed, code) for r, d, code in admission.records] == [
+        ("agent", "create", False, 403), ("orchestrator", "create", True, 200), ("agent", "delete", False, 403)]
 
 
 def test_silence_ids_are_deterministic() -> None:
