@@ -46,8 +46,7 @@ class HandlerServer:
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.server.server_port}"
 
     def __enter__(self) -> HandlerServer:
         self.thread.start()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from am_world import make_world
+from am_world import AmWorld, make_world
 
 from pytest_sremarathon.alertmanager import SilenceRequest, Verdict
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\Z")
 
 
-def silenced(w, **params) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+def silenced(w: AmWorld, **params: str) -> dict[str, list[str]]:
     return {f'{a["labels"]["alertname"]}/{a["labels"].get("namespace", "")}': a["status"]["silencedBy"]
             for a in w.get("/api/v2/alerts", **params)[1] if a["status"]["silencedBy"]}
 
@@ -175,7 +175,7 @@ def test_the_real_policy_point_denies_silences() -> None:
     verdict as it is, and ``no-silence-alerts`` judges any verb on ``silences``."""
     from admission import RecordingAdmission
 
-    from pytest_sremarathon.policy import MutationRequest, Policy
+    from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 
     admission = RecordingAdmission(Policy())
 
@@ -189,7 +189,8 @@ def test_the_real_policy_point_denies_silences() -> None:
         return admission.decide(mutation(req))
 
     def record(req: SilenceRequest, verdict: Verdict, status: int) -> None:
-        admission.record(mutation(req), verdict, status)  # type: ignore[arg-type]
+        assert isinstance(verdict, Decision)  # what decide returned
+        admission.record(mutation(req), verdict, status)
 
     w = make_world()
     w.api.decide, w.api.record = decide, record
