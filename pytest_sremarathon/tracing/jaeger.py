@@ -454,7 +454,7 @@ class JaegerQuery:
         for t in self.recorder.traces():
             if not self._within(t, start_us, end_us):
                 continue
-            for parent, child in edges(self.recorder, t):
+            for parent, child in edges(t):
                 pair = (self.recorder.process(parent).service, self.recorder.process(child).service)
                 if pair[0] != pair[1]:
                     counts[pair] = counts.get(pair, 0) + 1

@@ -381,7 +381,7 @@ def duration_us(duration_ms: float) -> int:
     return max(0, round(duration_ms * 1000))
 
 
-def edges(recorder: TraceRecorder, trace: ActiveTrace) -> list[tuple[int, int]]:
+def edges(trace: ActiveTrace) -> list[tuple[int, int]]:
     """(parent process, child process) of every span with a parent, from the stored spans (the
     reconstruction of :func:`resolve`, on the flat list, without building spans)."""
     raw = trace.raw[:]
