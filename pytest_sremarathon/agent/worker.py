@@ -357,12 +357,13 @@ def serve() -> int:
             if not isinstance(msg, dict):
                 raise ValueError("not an object")
         except ValueError as exc:
-            reply: Optional[dict[str, Any]] = _fail("error", f"unreadable request: {exc}")
+            reply: dict[str, Any] = _fail("error", f"unreadable request: {exc}")
             msg = {}
         else:
-            reply = worker.handle(msg)
-            if reply is None:
+            handled = worker.handle(msg)
+            if handled is None:
                 break
+            reply = handled
         if "id" in msg:
             reply["id"] = msg["id"]
         try:
