@@ -347,6 +347,7 @@ def serve() -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
+    # typeshed types sys.stdout as TextIO; at run time it is a TextIOWrapper, which has reconfigure
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     rfile = os.fdopen(proto_in, "rb")
     wfile = os.fdopen(proto_out, "wb")
