@@ -284,7 +284,7 @@ class Provenance:
             if before.get(aspect) == sig:
                 continue
             c = cause or self._match(kind, key[1] or None, key[2], only) or Cause("orchestrator", now)
-            self._causes[(*key, aspect)] = c
+            self._causes[key + (aspect,)] = c
             if kind == "Deployment" and aspect == "template":
                 self._template_causes[(key[1], key[2], sig)] = c
             if c.by_agent and c.action and cause is None:
