@@ -28,7 +28,6 @@ Where things happen (so that ``pytest -n`` behaves like a plain run):
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shlex
 import shutil
@@ -36,14 +35,18 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import pytest
 
 from . import builtin, hookspecs
+from .baseline_file import Baseline
 from .errors import SremarathonError
+from .scoreboard import Scoreboard
+from .scoreboard import report_outcome as _outcome
+from .settings import DEFAULT_OUT, DEFAULT_PROGRESS_SECONDS, Settings, read_settings
+from .settings import option as _opt
 
 if TYPE_CHECKING:  # the machinery is imported when a marathon is collected, not at pytest's start
     from .marathon import Marathon, MarathonOptions, Progress, RunResult, SegmentWindow
@@ -55,9 +58,6 @@ pytest_plugins = ("pytest_sremarathon.fixtures",)
 USAGE_EXAMPLE = "pytest --agent=pytest_sremarathon.baselines:RollbackAgent"
 RESULT_KEY = pytest.StashKey["SegmentResult"]()
 RUN_REPORT_KEY = pytest.StashKey["tuple[Optional[Path], str]"]()
-BASELINE_FORMAT = "sremarathon-baseline/1"
-DEFAULT_OUT = "sremarathon-runs"
-DEFAULT_PROGRESS_SECONDS = 10.0
 
 
 # -- options --------------------------------------------------------------------------------
@@ -97,157 +97,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "if there is one, else the built-in default", metavar="NAME|FILE")
     parser.addini("marathon_progress_interval", "at least this many wall seconds between two progress lines of "
                   f"a marathon (default {DEFAULT_PROGRESS_SECONDS:g}; 0 = every virtual hour)", default=None)
-
-
-def _raw(config: pytest.Config, name: str) -> tuple[Optional[str], str]:
-    """(value, where): the command line wins over the ini file."""
-    value = config.getoption(name, None)
-    if value is not None:
-        return str(value), "option"
-    value = config.getini(name)
-    return (str(value), "ini") if value not in (None, "", []) else (None, "")
-
-
-def _opt(config: pytest.Config, name: str) -> Optional[str]:
-    return _raw(config, name)[0]
-
-
-def _scenario_opt(config: pytest.Config) -> Optional[Path]:
-    """``--marathon-scenario`` / ``marathon_scenario``: a built-in's file for a name, else a path."""
-    value, where = _raw(config, "marathon_scenario")
-    if value is None:
-        return None
-    if builtin.is_name(value):
-        try:
-            return builtin.builtin_path(value)
-        except builtin.UnknownScenario as exc:
-            flag = "--marathon-scenario" if where == "option" else f"marathon_scenario in {config.inipath}"
-            raise pytest.UsageError(f"{flag} {value}: {exc}, or give the path of a scenario .yaml file") from None
-    return _path_opt(config, "marathon_scenario")
-
-
-def _path_opt(config: pytest.Config, name: str) -> Optional[Path]:
-    """A path option: relative to the invocation directory on the command line, to the ini
-    file's directory in the ini file."""
-    value, where = _raw(config, name)
-    if value is None:
-        return None
-    base = config.invocation_params.dir if where == "option" else (
-        config.inipath.parent if config.inipath else config.rootpath)
-    return (Path(base) / Path(value).expanduser()).resolve()
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The plugin's options, read and checked once (a bad value is a usage error)."""
-
-    agent: Optional[str]
-    agent_cmd: Optional[str]
-    seeds: Optional[list[int]]
-    backend: str
-    out: Path
-    min_score: Optional[float]
-    baseline: Optional[Path]
-    update_baseline: bool
-    step_budget: Optional[float]
-    signing_key: Optional[Path]
-    scenario: Optional[Path]
-    progress_interval: float
-    keep_cluster: bool = False
-    think_time: Optional[str] = None  # canonical spelling (thinktime.ThinkTime), None = the scenario's
-
-    @property
-    def has_agent(self) -> bool:
-        return bool(self.agent or self.agent_cmd)
-
-    def session_scenario(self, rootpath: Path) -> Path:
-        """The session's marathon: ``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``
-        when the project has one, else the built-in ``default``."""
-        return self.scenario or builtin.default_scenario(rootpath)
-
-
-def read_settings(config: pytest.Config) -> Settings:
-    def number(name: str, low: Optional[float] = None, high: Optional[float] = None) -> Optional[float]:
-        value = _opt(config, name)
-        if value is None:
-            return None
-        flag = "--" + name.replace("_", "-")
-        try:
-            x = float(value)
-        except ValueError:
-            raise pytest.UsageError(f"{flag} takes a number, got {value!r}") from None
-        if (low is not None and x < low) or (high is not None and x > high):
-            raise pytest.UsageError(f"{flag} must be between {low:g} and {high:g}, got {value}"
-                                    if high is not None else f"{flag} must be > {low:g}, got {value}")
-        return x
-
-    agent, agent_cmd = _opt(config, "agent"), _opt(config, "agent_cmd")
-    if agent and agent_cmd:
-        raise pytest.UsageError("give --agent or --agent-cmd, not both")
-    seeds_opt = _opt(config, "marathon_seeds")
-    seeds: Optional[list[int]] = None
-    if seeds_opt is not None:
-        try:
-            seeds = list(dict.fromkeys(int(s) for s in seeds_opt.replace(" ", "").split(",") if s))
-        except ValueError:
-            seeds = []
-        if not seeds:
-            raise pytest.UsageError(f"--marathon-seeds takes comma-separated integers (e.g. 1,2,3), got {seeds_opt!r}")
-    backend = _opt(config, "marathon_backend") or "twin"
-    if backend.startswith("kubeconfig:"):
-        where = _raw(config, "marathon_backend")[1]
-        base = config.invocation_params.dir if where == "option" else (
-            config.inipath.parent if config.inipath else config.rootpath)
-        path = (Path(base) / Path(backend[len("kubeconfig:"):]).expanduser()).resolve()
-        if not path.is_file():
-            raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
-        backend = f"kubeconfig:{path}"
-    if backend != "twin" and not _backend_known(backend, config):  # (the default costs no import)
-        from .marathon import backend_factories
-
-        known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
-        raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
-    keep_cluster = bool(config.getoption("marathon_keep_cluster", None) or config.getini("marathon_keep_cluster"))
-    budget = number("marathon_step_budget", low=0)
-    if budget is not None and budget <= 0:
-        raise pytest.UsageError(f"--marathon-step-budget must be > 0 seconds, got {budget:g}")
-    baseline = _path_opt(config, "marathon_baseline")
-    update = bool(config.getoption("marathon_update_baseline", None) or config.getini("marathon_update_baseline"))
-    if update and baseline is None:
-        raise pytest.UsageError("--marathon-update-baseline needs --marathon-baseline FILE (the file to write)")
-    key = _path_opt(config, "marathon_signing_key")
-    if key is not None and not key.is_file():
-        raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
-    scenario = _scenario_opt(config)
-    if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
-        raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
-                                f"a built-in scenario: {builtin.names_line()})")
-    think = _opt(config, "marathon_think_time")
-    if think is not None:
-        from .thinktime import parse_think_time
-
-        try:
-            think = str(parse_think_time(think))
-        except ValueError as exc:
-            where = "--marathon-think-time" if _raw(config, "marathon_think_time")[1] == "option" else \
-                f"marathon_think_time in {config.inipath}"
-            raise pytest.UsageError(f"{where}: {exc}") from None
-    interval = _opt(config, "marathon_progress_interval")
-    try:
-        progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
-    except ValueError:
-        raise pytest.UsageError(f"marathon_progress_interval takes seconds, got {interval!r}") from None
-    return Settings(agent=agent, agent_cmd=agent_cmd, seeds=seeds, backend=backend,
-                    out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
-                    min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
-                    step_budget=budget, signing_key=key, scenario=scenario,
-                    progress_interval=progress, keep_cluster=keep_cluster, think_time=think)
-
-
-def _backend_known(backend: str, config: pytest.Config) -> bool:
-    from .marathon import resolve_backend
-
-    return resolve_backend(backend, config.hook) is not None
 
 
 # -- plugin wiring --------------------------------------------------------------------------
@@ -761,12 +610,6 @@ def _hours(delta: Any) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}"
 
 
-def _outcome(report: pytest.TestReport) -> str:
-    if hasattr(report, "wasxfail"):
-        return "xfailed" if report.skipped else "xpassed"
-    return report.outcome
-
-
 def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
     if hasattr(item, "_id"):  # pytest ≥ 9.2: structured node ids
         from _pytest.nodeid import coerce_node_id
@@ -828,203 +671,6 @@ def _attach(reporter: Any, bundle: str) -> None:
         element.insert(errs[0], out)
     else:
         element.append(out)
-
-
-# -- scoreboard (controller side, from reports only) ----------------------------------------
-@dataclass
-class MarathonRow:
-    id: str
-    run: str
-    segments_total: int = 0
-    bundle: str = ""
-    scenario_digest: str = ""
-    agent: str = ""
-    final: Optional[dict[str, Any]] = None
-    last_score: Optional[float] = None
-    outcomes: dict[str, str] = field(default_factory=dict)  # segment -> outcome
-    faults: dict[str, dict[str, Any]] = field(default_factory=dict)  # fault id -> row (+ segment, verdict)
-
-    @property
-    def score(self) -> Optional[float]:
-        return self.final["score"] if self.final else self.last_score
-
-    @property
-    def reason(self) -> str:
-        return self.final.get("reason", "completed") if self.final else "not sealed"
-
-    @property
-    def complete(self) -> bool:
-        return self.reason == "completed"
-
-
-@dataclass
-class Scoreboard:
-    rows: dict[str, MarathonRow] = field(default_factory=dict)
-
-    def add(self, data: dict[str, Any], outcome: str) -> None:
-        row = self.rows.get(data["marathon"])
-        if row is None:
-            row = self.rows[data["marathon"]] = MarathonRow(data["marathon"], data["run"])
-        row.bundle = data.get("bundle") or row.bundle
-        row.scenario_digest = data.get("scenario_digest") or row.scenario_digest
-        row.agent = data.get("agent") or row.agent
-        if data.get("final"):
-            row.final = data["final"]
-        segment = data.get("segment")
-        if segment:
-            row.segments_total = data.get("segments") or row.segments_total
-            row.outcomes[segment] = outcome
-            if data.get("score_so_far") is not None:
-                row.last_score = data["score_so_far"]
-            for f in data.get("faults") or []:
-                row.faults[f["id"]] = {**f, "segment": segment}
-        else:  # a sealed run's result: every fault, for what no segment item reported
-            for f in data.get("faults") or []:
-                row.faults.setdefault(f["id"], f)
-
-    def table(self) -> list[str]:
-        head = ("marathon", "score", "segments", "faults", "C", "L", "R", "false-claims", "done-gap", "bundle")
-        lines = []
-        for key in sorted(self.rows):
-            r = self.rows[key]
-            f = r.final
-            faults = list(r.faults.values())
-            c, l_, rr = (f["correlated"], f["localized"], f["repaired"]) if f else (
-                sum(x["correlated"] for x in faults), sum(x["localized"] for x in faults),
-                sum(x["repaired"] for x in faults))
-            n = f["faults"] if f else len(faults)
-            fc = f.get("false_claims", 0) if f else sum(x["false_claim"] for x in faults)
-            gap = f"{f['declared_done_gap']:+.1f}" if f else "n/a"
-            score = f"{r.score:.1f}" if r.score is not None else "-"
-            if not r.complete:
-                score += f" ({r.reason})"
-            ok = sum(o in ("passed", "xfailed") for o in r.outcomes.values())
-            segs = f"{ok}/{r.segments_total or len(r.outcomes)} ok" if r.outcomes else "-"
-            lines.append((r.id, score, segs, str(n), str(c), str(l_), str(rr), str(fc), gap, r.bundle))
-        widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
-        right = {1, 3, 4, 5, 6, 7, 8}
-
-        def fmt(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-        return [fmt(head).rstrip()] + [fmt(x).rstrip() for x in lines]
-
-    def baseline_lines(self, path: str) -> list[str]:
-        out = []
-        for key in sorted(self.rows):
-            r = self.rows[key]
-            verdicts: dict[str, list[str]] = {}
-            for f in r.faults.values():
-                verdicts.setdefault(f.get("verdict") or "", []).append(f["id"])
-            parts = []
-            for verdict, label in (("expected", "expected failure(s) (xfail)"), ("fixed", "improvement(s) (XPASS)"),
-                                   ("regression", "regression(s)"), ("worse", "got worse"),
-                                   ("new", "new failing fault(s)")):
-                ids = sorted(verdicts.get(verdict, []))
-                if ids:
-                    parts.append(f"{len(ids)} {label} [{', '.join(ids)}]")
-            judged = any(f.get("verdict") for f in r.faults.values())
-            state = "; ".join(parts) if parts else "as in the baseline" if judged else "no segment judged"
-            out.append(f"baseline {path}: {r.run}: {state}")
-        return out
-
-
-# -- baseline -------------------------------------------------------------------------------
-#: stage progress, in order: 0 nothing, 1 correlated, 2 + localized, 3 + repaired while active.
-def _level(f: dict[str, Any]) -> int:
-    return int(bool(f.get("correlated"))) + int(bool(f.get("correlated") and f.get("localized"))) + \
-        int(bool(f.get("correlated") and f.get("localized") and f.get("repaired")))
-
-
-def _passed(f: dict[str, Any]) -> bool:
-    return _level(f) == 3 and not f.get("false_claim")
-
-
-def _stage_text(f: dict[str, Any]) -> str:
-    names = ["correlated", "localized", "repaired"][:_level(f)]
-    text = "+".join(names) if names else "nothing"
-    return text + (", false claim" if f.get("false_claim") else "")
-
-
-@dataclass
-class Baseline:
-    """A file of per-fault results that later runs are judged against.
-
-    ``{"format": "sremarathon-baseline/1", "marathons": {"<scenario>[seed=N]": {"agent", "score",
-    "scenario_digest", "faults": {"<fault id>": {"segment", "kind", "component", "change",
-    "correlated", "localized", "localization_credit", "candidates", "repaired", "false_claim", "passed"}}}}}``
-    """
-
-    path: Path
-    marathons: dict[str, dict[str, Any]]
-
-    @classmethod
-    def load(cls, path: Path, missing_ok: bool = False) -> "Baseline":
-        if not path.exists():
-            if missing_ok:
-                return cls(path, {})
-            raise pytest.UsageError(f"--marathon-baseline: no such file: {path} "
-                                    f"(write one with --marathon-update-baseline)")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or \
-                not isinstance(data.get("marathons"), dict):
-            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file "
-                                    f"(expected \"format\": \"{BASELINE_FORMAT}\")")
-        return cls(path, data["marathons"])
-
-    def fault(self, run: str, fault: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The baseline's record of ``fault`` when it is the same fault (same id, kind and
-        component), else None."""
-        b = (self.marathons.get(run) or {}).get("faults", {}).get(fault["id"])
-        if b is None:
-            return None
-        for key in ("kind", "component"):  # change ids depend on the repo history (the agent's reverts)
-            if b.get(key) is not None and fault.get(key) is not None and b[key] != fault[key]:
-                return None
-        return b
-
-    def judge(self, run: str, fault: dict[str, Any]) -> str:
-        """One fault's verdict: ok | fixed | expected | regression | worse | new."""
-        b = self.fault(run, fault)
-        now = _passed(fault)
-        if b is None:
-            return "ok" if now else "new"
-        if bool(b.get("passed", _passed(b))):
-            return "ok" if now else "regression"
-        if now:
-            return "fixed"
-        no_new_claim = not fault.get("false_claim") or bool(b.get("false_claim"))
-        credit, before = fault.get("localization_credit"), b.get("localization_credit")
-        as_precise = credit is None or before is None or _level(fault) > _level(b) or credit >= before - 1e-9
-        return "expected" if _level(fault) >= _level(b) and no_new_claim and as_precise else "worse"
-
-    def update(self, board: Scoreboard) -> int:
-        n = 0
-        for row in board.rows.values():
-            entry = None if row.complete else self.marathons.get(row.run)
-            faults = dict((entry or {}).get("faults", {}))  # a partial run updates what it saw
-            for f in row.faults.values():
-                faults[f["id"]] = {"segment": f["segment"], "kind": f["kind"], "component": f["component"],
-                                   "change": f["change"], "correlated": f["correlated"], "localized": f["localized"],
-                                   "localization_credit": f.get("localization_credit"),
-                                   "candidates": f.get("candidates"), "repaired": f["repaired"], "false_claim": f["false_claim"], "passed": _passed(f)}
-                n += 1
-            self.marathons[row.run] = {
-                "agent": row.agent, "scenario_digest": row.scenario_digest,
-                "score": row.final["score"] if row.final else (entry or {}).get("score"),
-                "faults": dict(sorted(faults.items())),
-            }
-        return n
-
-    def write(self) -> None:
-        data = {"format": BASELINE_FORMAT, "marathons": dict(sorted(self.marathons.items()))}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, self.path)
 
 
 # -- collection -----------------------------------------------------------------------------
