@@ -1,5 +1,5 @@
-"""The pytest plugin (the ``pytest11`` entry point): the options and the hook implementations.
-What the hooks do lives in modules named for it:
+"""The pytest plugin (the ``pytest11`` entry point): the options and the hook implementations,
+each hook implemented once. What the hooks do lives in modules named for it:
 
 =====================  ======================================================================
 ``settings.py``        the options read and checked once (:class:`Settings`)
@@ -170,11 +170,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("sremarathon_target", targets_for(metafunc))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> Iterator[None]:
+    """Before the other plugins: collection's usage errors (no agent, one that does not load),
+    raised once every file was collected. After them (xdist's worker side included): the
+    ``@<group>`` node id suffixes that keep a marathon on one worker."""
     errors = session_of(config).usage_errors
     if errors:
         raise pytest.UsageError(errors[0])
+    result = yield
+    add_group_suffixes(config, items)
+    return result
 
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
@@ -209,10 +216,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Seal runs that no test finished, before the summary and the JUnit file are written."""
+    """Seal the runs no test finished and give the JUnit file its properties (before pytest's
+    JUnit writer writes it); on the controller, gate on ``--marathon-min-score`` and rewrite
+    the baseline file (before the terminal summary reports both)."""
     ms = session_of(session.config)
     ms.seal_unfinished()
     suite_properties(session.config, ms.board)
+    if ms.settings.has_agent and not is_worker(session.config):
+        ms.gate(session)
+        ms.update_baseline()
 
 
 # -- pytest-xdist (its hooks, called on the controller only) ---------------------------------
@@ -240,17 +252,6 @@ class _AgentHooks:
     def __init__(self, session: MarathonSession) -> None:
         self.session = session
         self.testcases: Testcases = Testcases(session.config)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        add_group_suffixes(self.session.config, items)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if is_worker(self.session.config):
-            return
-        self.session.gate(session)
-        self.session.update_baseline()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
