@@ -17,8 +17,11 @@ each hook implemented once. What the hooks do lives in modules named for it:
     pytest --agent=mypkg.agent:Agent --marathon-scenario smoke           # the 2-hour one
     pytest ci/marathon.yaml --agent=mypkg.agent:Agent                   # a marathon file of yours
 
-Without an agent, nothing of the plugin runs in a project without marathon files, and its
-start-up imports nothing heavy (the machinery is imported when a marathon is collected).
+Importing this module imports nothing else of the package: pytest loads it on every run on
+any machine where the package is installed, so each hook imports what it needs when it runs
+(the way pytest-xdist's and Hypothesis's entry points stay light). Without an agent, nothing
+of the plugin runs in a project without marathon files, and nothing heavy is imported (the
+marathon machinery is imported when a marathon is collected).
 
 Where things happen (so that ``pytest -n`` behaves like a plain run):
 
@@ -32,26 +35,22 @@ Where things happen (so that ``pytest -n`` behaves like a plain run):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import pytest
 
-from . import builtin, hookspecs
-from .distributed import (AUTO_DIST_KEY, GROUP_PREFIX, add_group_suffixes, choose_dist, distributing, hand_to_worker,
-                          is_worker, results_from_worker, strip_group, take_from_controller)
-from .fixtures import fixture_report_data, targets_for
-from .html_extras import add_extras
-from .items import RESULT_KEY, MarathonFile, SegmentItem, SessionMarathon
-from .junit import Testcases, suite_properties
-from .scoreboard import report_outcome
-from .session import SESSION_KEY, MarathonSession, display_path, scenario_id, session_of
-from .settings import DEFAULT_OUT, DEFAULT_PROGRESS_SECONDS, read_settings
+if TYPE_CHECKING:
+    from .junit import Testcases
+    from .session import MarathonSession
 
 pytest_plugins = ("pytest_sremarathon.fixtures",)
 
 
 # -- options --------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from . import builtin
+    from .settings import DEFAULT_OUT, DEFAULT_PROGRESS_SECONDS
+
     group = parser.getgroup("sremarathon", "SRE marathons (pytest-sremarathon)")
 
     def add(name: str, help: str, ini_type: Optional[str] = None, **kw: Any) -> None:
@@ -90,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -97,10 +98,16 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """With ``-n`` and no ``--dist``, pick ``loadgroup`` (before xdist picks ``load``)."""
+    from .distributed import choose_dist
+
     choose_dist(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .distributed import distributing, take_from_controller
+    from .session import SESSION_KEY, MarathonSession
+    from .settings import read_settings
+
     config.addinivalue_line("markers", "sremarathon: a marathon segment (added by pytest-sremarathon)")
     config.addinivalue_line("markers", "marathon_scenario(name_or_path, seeds=None): the marathon (a built-in "
                                        "scenario's name, or a path relative to the rootdir) the marathon fixtures "
@@ -117,12 +124,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from .session import SESSION_KEY
+
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    from .distributed import AUTO_DIST_KEY
+    from .session import display_path, session_of
+
     ms = session_of(config)
     s = ms.settings
     if not s.has_agent:
@@ -145,6 +157,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[p
         return None
     explicit = any(Path(a.split("::")[0]).resolve() == file_path.resolve() for a in parent.config.args)
     if explicit or file_path.name.startswith("marathon"):
+        from .items import MarathonFile
+
         return MarathonFile.from_parent(parent, path=file_path)
     return None
 
@@ -155,8 +169,12 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     yields items only if no marathon file was found in them."""
     report = yield
     if isinstance(collector, pytest.Session) and report.passed:
+        from .session import SESSION_KEY, scenario_id
+
         ms = collector.config.stash.get(SESSION_KEY, None)
         if ms is not None and ms.fallback_allowed():
+            from .items import SessionMarathon
+
             path = ms.settings.session_scenario(collector.config.rootpath)
             nodeid = scenario_id(collector.config, path)
             report.result.append(SessionMarathon.from_parent(collector, path=path, name=nodeid, nodeid=nodeid))
@@ -167,6 +185,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Plain test functions that use the marathon fixtures run once per marathon seed."""
     if "sremarathon_target" not in metafunc.fixturenames:
         return
+    from .fixtures import targets_for
+
     metafunc.parametrize("sremarathon_target", targets_for(metafunc))
 
 
@@ -176,6 +196,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     """Before the other plugins: collection's usage errors (no agent, one that does not load),
     raised once every file was collected. After them (xdist's worker side included): the
     ``@<group>`` node id suffixes that keep a marathon on one worker."""
+    from .distributed import add_group_suffixes
+    from .session import session_of
+
     errors = session_of(config).usage_errors
     if errors:
         raise pytest.UsageError(errors[0])
@@ -185,9 +208,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    from .session import SESSION_KEY
+
     ms = config.stash.get(SESSION_KEY, None)
     if ms is None or ms.fallback is None:
         return []
+    from . import builtin
+
     name = builtin.builtin_name(ms.fallback.path)
     facts = f"{builtin.builtin_scenarios()[name].facts()}; " if name else ""
     return [f"sremarathon: no marathon file in the test paths: running the {ms.scenario_words()} as "
@@ -198,16 +225,24 @@ def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    from .session import session_of
+
     if not session_of(item.config).settings.has_agent:
         return report  # no marathon item or fixture can run without an agent
+    from .items import RESULT_KEY, SegmentItem
+
     if isinstance(item, SegmentItem):
         report.sremarathon_segment = True
         result = item.stash.get(RESULT_KEY, None)
         if result is not None and call.when == "call":
+            from .html_extras import add_extras
+
             # Carried on the report object (serialised by xdist), like Hypothesis's statistics.
             report.sremarathon = result.to_dict()
             add_extras(item, report, result)
     elif call.when == "call":
+        from .fixtures import fixture_report_data
+
         data = fixture_report_data(item)
         if data is not None:
             report.sremarathon = data
@@ -219,9 +254,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Seal the runs no test finished and give the JUnit file its properties (before pytest's
     JUnit writer writes it); on the controller, gate on ``--marathon-min-score`` and rewrite
     the baseline file (before the terminal summary reports both)."""
+    from .distributed import is_worker
+    from .session import session_of
+
     ms = session_of(session.config)
     ms.seal_unfinished()
-    suite_properties(session.config, ms.board)
+    if ms.board.rows:  # (a session without marathons need not import the JUnit module)
+        from .junit import suite_properties
+
+        suite_properties(session.config, ms.board)
     if ms.settings.has_agent and not is_worker(session.config):
         ms.gate(session)
         ms.update_baseline()
@@ -231,6 +272,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """Hand each new worker the controller's decisions (``--dist loadgroup``, agent checked)."""
+    from .distributed import distributing, hand_to_worker
+    from .session import session_of
+
     if distributing(node.config):
         hand_to_worker(node.config, node, session_of(node.config).agent_checked)
 
@@ -238,6 +282,9 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """Take back the results of runs no report carried (sealed when the worker's session ended)."""
+    from .distributed import distributing, results_from_worker
+    from .session import session_of
+
     if distributing(node.config):
         board = session_of(node.config).board
         for data in results_from_worker(node):
@@ -245,11 +292,14 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 class _AgentHooks:
-    """The hooks of a session with an agent, registered at ``pytest_configure`` (then, not at
-    start-up: the terminal summary keeps its place after the plugins registered before it).
-    An object, because ``pytest_runtest_logreport`` is given the report and no config."""
+    """The hooks of a session with an agent. An object, because ``pytest_runtest_logreport`` is
+    given the report and no config; registered at ``pytest_configure``, where the session object
+    used to be, because pluggy calls later registrations first: the terminal summary keeps its
+    place among the other plugins' (after pytest's JUnit line, before a conftest's)."""
 
     def __init__(self, session: MarathonSession) -> None:
+        from .junit import Testcases
+
         self.session = session
         self.testcases: Testcases = Testcases(session.config)
 
@@ -257,6 +307,9 @@ class _AgentHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
         """Runs on the controller for every report, the workers' included: the scoreboard, and
         the JUnit testcase's names and attachment."""
+        from .distributed import GROUP_PREFIX, strip_group
+        from .scoreboard import report_outcome
+
         data = getattr(report, "sremarathon", None)
         segment = bool(getattr(report, "sremarathon_segment", False))
         nodeid = strip_group(report.nodeid)
@@ -275,6 +328,9 @@ class _AgentHooks:
                 self.testcases.finish(report, testcase)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        from .distributed import is_worker
+        from .session import display_path
+
         ms = self.session
         if is_worker(config) or not ms.board.rows:
             return

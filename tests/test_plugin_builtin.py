@@ -92,7 +92,6 @@ def test_without_an_agent_nothing_of_the_plugin_runs_or_is_imported(pytester: py
             assert loaded == ["pytest_sremarathon", "pytest_sremarathon.baseline_file", "pytest_sremarathon.builtin",
                               "pytest_sremarathon.distributed", "pytest_sremarathon.errors",
                               "pytest_sremarathon.fixtures", "pytest_sremarathon.hookspecs",
-                              "pytest_sremarathon.html_extras", "pytest_sremarathon.items", "pytest_sremarathon.junit",
                               "pytest_sremarathon.plugin", "pytest_sremarathon.scoreboard",
                               "pytest_sremarathon.session", "pytest_sremarathon.settings"]
     """)
