@@ -162,7 +162,7 @@ def parse_target(target: str) -> Optional[tuple[Optional[str], Optional[str], Op
 class Provenance:
     """Causes of the aspects of a store's objects; see the module docstring."""
 
-    store: Any  # twin.store.Store (or the kube backend's MirrorStore)
+    store: Any  # k8s.store.Store (or the kube backend's MirrorStore)
     _dirty: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _pod_events: list[tuple[str, str, str, Optional[str]]] = field(default_factory=list)
     _state: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
