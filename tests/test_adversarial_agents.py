@@ -44,8 +44,8 @@ from pytest_sremarathon.twin.apiserver import ApiServer
 from pytest_sremarathon.twin.defaults import apply_defaults
 from pytest_sremarathon.k8s.store import Store
 
-from admission import RecordingAdmission
-from test_marathon import run_json
+from support.admission import RecordingAdmission
+from support.cli import run_json
 
 T0 = datetime(2026, 1, 5, 6, 0, tzinfo=timezone.utc)
 TOKEN = "agent-token-adversarial-0123"

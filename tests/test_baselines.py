@@ -22,7 +22,7 @@ from pytest_sremarathon.baselines import (HeuristicSRE, LLMAgent, _diff_tokens, 
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.scoring import score_bundle
 
-from test_marathon import run_json
+from support.cli import run_json
 
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=timezone.utc)
 

@@ -27,7 +27,8 @@ from pytest_sremarathon.clock import EPOCH, iso
 from pytest_sremarathon.events import GENESIS, TruthFault, canonical, sha256_hex
 from pytest_sremarathon.scoring import score_bundle
 
-from recording import Recorder, at, close_all, fault, finding, marathon
+from support.cli import child_env
+from support.recording import Recorder, at, close_all, fault, finding, marathon
 
 
 @pytest.fixture(autouse=True)
@@ -553,8 +554,7 @@ def test_corrupted_unsealed_directory_fails(tmp_path):
 _WRITER_LOOP = textwrap.dedent("""
     import sys
     from datetime import timedelta
-    sys.path.insert(0, sys.argv[2])
-    from recording import Recorder, fault, finding, at
+    from support.recording import Recorder, fault, finding, at
     rec = Recorder(__import__("pathlib").Path(sys.argv[1]), [fault("f1")])
     rec.now = at(1)
     rec.inject("f1")
@@ -571,7 +571,7 @@ _WRITER_LOOP = textwrap.dedent("""
 @pytest.mark.parametrize("kill_after_bytes", [0, 2_000, 150_000, 1_500_000, 6_000_000])
 def test_sigkilled_writer_leaves_a_verifiable_prefix(tmp_path, kill_after_bytes):
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER_LOOP, str(run), str(Path(__file__).parent)])
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER_LOOP, str(run)], env=child_env())
     events = run / "events.jsonl"
     deadline = time.monotonic() + 60
     try:

@@ -19,13 +19,11 @@ import yaml
 from pytest_sremarathon.builtin import APPS_DIR, builtin_path
 from pytest_sremarathon.scenario import ScenarioFile, load_scenario
 
-HERE = Path(__file__).resolve().parent
+from support.cli import run_cli
 
 
 def sremarathon(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "pytest_sremarathon.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return run_cli(*args, cwd=cwd, timeout=timeout)
 
 
 def test_scenarios_lists_the_builtin_ones_one_line_each(tmp_path: Path) -> None:

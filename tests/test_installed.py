@@ -28,7 +28,7 @@ import pytest
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import verify
 
-from fresh_venv import clean_env
+from support.fresh_venv import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import shutil
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -17,25 +12,7 @@ from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.calibration import alert_mix
 
-HERE = Path(__file__).resolve().parent
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "pytest_sremarathon.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
-
-
-def run_json(*args: str, **kw) -> dict:
-    proc = run_cli("run", "--json", *args, **kw)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def events_bytes(bundle: str) -> bytes:
-    with tarfile.open(bundle) as tar:
-        return tar.extractfile("events.jsonl").read()  # type: ignore[union-attr]
+from support.cli import events_bytes, run_cli, run_json
 
 
 def step_outcomes(bundle: str) -> list[str]:
@@ -106,7 +83,7 @@ def test_the_packaged_change_catalogue_is_hidden_from_the_agent(tmp_path: Path, 
     scenario = write_scenario(duration="30m", cadence="10m", schedule={"faults": 1},
                               apps_dir="builtin" if apps == "builtin" else str(tmp_path / "apps"))
     result = run_json("--agent", agent, "--scenario", str(scenario), "--out", str(tmp_path / "runs"),
-                      env={"PYTHONPATH": os.pathsep.join([str(tmp_path / "agents"), str(HERE)])})
+                      extra_path=[tmp_path / "agents"])
     if result["isolation"] != "namespaces":
         pytest.skip(f"no namespace isolation on this machine ({result['isolation']})")
     seen = catalogue_report(result["bundle"])

@@ -23,7 +23,7 @@ import yaml
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 
-from fresh_venv import clean_env
+from support.fresh_venv import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_PACKAGE = Path(__file__).resolve().parent / "thirdparty_agent"

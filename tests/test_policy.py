@@ -19,7 +19,7 @@ from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.policy import DEFAULT_RULES, READ_RULES, RULES, MutationRequest, Policy
 from pytest_sremarathon.scoring import score_bundle
 
-from test_marathon import run_json
+from support.cli import run_json
 
 # ------------------------------------------------------------------------------------ the agent
 

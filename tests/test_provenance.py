@@ -32,7 +32,7 @@ from pytest_sremarathon.k8s.objects import pod_is_active
 from pytest_sremarathon.runtime.code import ArtifactStore
 from pytest_sremarathon.k8s.store import Store
 
-from test_marathon import run_json
+from support.cli import run_json
 
 NS = "shop"
 

@@ -17,7 +17,7 @@ from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.report import collect, render
 from pytest_sremarathon.scoring import score_bundle
 
-from test_marathon import run_cli, run_json
+from support.cli import run_cli, run_json
 
 
 class ReportedAgent(RollbackAgent):

@@ -17,7 +17,7 @@ import pytest
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import WEIGHTS
 
-from test_marathon import run_json
+from support.cli import run_json
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import (HOLD_SECONDS, WEIGHTS, MarathonScore, format_table, score_bundle,
                                         score_events)
 
-from recording import Recorder, at, close_all, fault, finding, marathon
+from support.recording import Recorder, at, close_all, fault, finding, marathon
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import REPAIR_MIN_CREDIT, WEIGHTS, MarathonScore, format_table, score_bundle, score_events
 
-from recording import Recorder, at, close_all, fault, finding
+from support.recording import Recorder, at, close_all, fault, finding
 
 CART = "service:shop/cart"
 CANDIDATES = ["service:shop/frontend", "service:shop/checkout", "service:shop/catalog", "service:shop/payments",
@@ -289,7 +289,7 @@ def test_records_from_before_versioning_are_version_1(tmp_path):
 
 
 def test_a_bundle_of_newer_rules_is_refused_with_one_line(tmp_path):
-    from test_marathon import run_cli
+    from support.cli import run_cli
 
     r = run(tmp_path, version=3)
     r.now = at(120)

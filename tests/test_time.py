@@ -29,7 +29,7 @@ from pytest_sremarathon.pipeline.builds import BuildTimes
 from pytest_sremarathon.scenario import ScenarioFile
 from pytest_sremarathon.thinktime import ThinkTime, is_free, parse_think_time
 
-from test_marathon import events_bytes, run_json
+from support.cli import events_bytes, run_json
 
 ONE_FAULT = {"faults": 1, "families": {"change": 1}, "benign_per_faulty": 0, "warmup": "10m", "quiet_tail": "30m",
              "duration_min": "40m"}

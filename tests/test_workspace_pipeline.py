@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_sremarathon.bundle import open_bundle
-from test_marathon import run_json
+from support.cli import run_json
 
 
 def test_an_agent_commit_in_its_checkout_deploys_as_a_push_to_main(tmp_path: Path, write_scenario) -> None:

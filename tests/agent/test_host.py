@@ -16,20 +16,16 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # agents_for_tests must be importable here and in the worker
-    sys.path.insert(0, str(HERE))
-
-from pytest_sremarathon.agent.clients import PipelineClient, TelemetryClient  # noqa: E402
-from pytest_sremarathon.agent_host import AgentHost, AgentSpec, detect_isolation
-from pytest_sremarathon.agent.protocol import (  # noqa: E402
+from pytest_sremarathon.agent.clients import PipelineClient, TelemetryClient
+from pytest_sremarathon.agent.protocol import (
     Alert,
     EnvironmentWire,
     ObservationWire,
     PipelineError,
     TelemetryError,
 )
-from pytest_sremarathon.clock import EPOCH, iso  # noqa: E402
+from pytest_sremarathon.agent_host import AgentHost, AgentSpec, detect_isolation
+from pytest_sremarathon.clock import EPOCH, iso
 
 TOKEN = "tok-" + "9" * 20
 

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from pytest_sremarathon.agent.loader import AgentLoadError, resolve_agent  # noqa: E402
+from pytest_sremarathon.agent.loader import AgentLoadError, resolve_agent
 
 
 def test_resolves_a_class_and_baselines():

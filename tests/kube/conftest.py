@@ -1,4 +1,4 @@
-"""Fixtures for the real-backend tests (helpers in ``kube_support``)."""
+"""Fixtures for the real-backend tests (helpers in ``support.kube``)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,20 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from kube_support import ORCHESTRATOR_TOKEN, Recorder, Upstream, shop_scenario
 
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.backends.twin import TwinBackend
+
+from support.admission import RecordingAdmission
+from support.kube import ORCHESTRATOR_TOKEN, Upstream, shop_scenario
 
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     tmp = tmp_path_factory.mktemp("upstream")
     clock = VirtualClock()
-    admission = Recorder()
+    admission = RecordingAdmission()
     backend = TwinBackend(load_scenario(shop_scenario(tmp)), clock, emit=lambda *_: None, admission=admission,
                           private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={ORCHESTRATOR_TOKEN: "orchestrator"})
     up = Upstream(backend, clock, admission)

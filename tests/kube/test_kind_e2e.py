@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from kube_support import Kubectl, Recorder, kubectl_for
 
 from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.bundle import open_bundle, verify
@@ -25,6 +24,9 @@ from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.proxy import PolicyProxy
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.scenario import load_scenario
+
+from support.admission import RecordingAdmission
+from support.kubectl import kubectl_for
 
 pytestmark = pytest.mark.kind
 
@@ -53,8 +55,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def test_the_cluster_has_two_zones_of_named_workers(cluster: Cluster, tmp_path: Path) -> None:
     kubectl = kubectl_for(cluster.kubeconfig, tmp_path / "cache")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
     nodes = kubectl.json("get", "nodes")["items"]
     zones = {n["metadata"]["name"]: n["metadata"]["labels"].get("topology.kubernetes.io/zone") for n in nodes}
     assert {k: v for k, v in zones.items() if v} == {"worker-a1": "zone-a", "worker-a2": "zone-a",
@@ -115,13 +115,10 @@ def test_a_short_marathon_runs_on_kind(cluster: Cluster, write_scenario, tmp_pat
 
 
 def test_kubectl_through_the_policy_layer_on_kind(cluster: Cluster, tmp_path: Path) -> None:
-    recorder = Recorder()
+    recorder = RecordingAdmission()
     with PolicyProxy(cluster.api, tokens={"agent-e2e": "agent"}, admission=recorder) as proxy:
         kubeconfig = proxy.write_kubeconfig(tmp_path / "agent.kubeconfig", "agent-e2e")
         kubectl = kubectl_for(kubeconfig, tmp_path / "cache")
-        if kubectl is None:
-            pytest.skip("kubectl is not installed")
-        assert isinstance(kubectl, Kubectl)
         assert "worker-a1" in kubectl("get", "nodes")
         proc = kubectl.run("delete", "namespace", "kube-system", check=False)
         assert proc.returncode != 0 and "denied by sremarathon policy" in proc.stderr

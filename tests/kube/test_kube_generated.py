@@ -15,7 +15,6 @@ from typing import Iterator
 
 import pytest
 import yaml
-from kube_support import ORCHESTRATOR_TOKEN, Recorder, shop_scenario
 
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES, crash_looping
 from pytest_sremarathon.apps import load_app
@@ -33,6 +32,9 @@ from pytest_sremarathon.cluster import Topology
 from pytest_sremarathon.twin.cluster import TwinCluster
 from pytest_sremarathon.runtime.code import ArtifactStore
 from pytest_sremarathon.k8s.store import Store
+
+from support.admission import RecordingAdmission
+from support.kube import ORCHESTRATOR_TOKEN, shop_scenario
 
 SHOP = APPS_DIR / "shop"
 
@@ -138,7 +140,7 @@ class Target:
         self.app = load_app(SHOP)
         self.twin = TwinCluster(self.store, [self.app], ArtifactStore(), Topology())
         self.twin.bootstrap()
-        self.server = ApiServer(self.store, tokens={ORCHESTRATOR_TOKEN: "orchestrator"}, admission=Recorder(),
+        self.server = ApiServer(self.store, tokens={ORCHESTRATOR_TOKEN: "orchestrator"}, admission=RecordingAdmission(),
                                 telemetry=self.twin)
         self.server.start()
         self.api = KubeApi.from_kubeconfig(self.server.write_kubeconfig(tmp / "orchestrator.kubeconfig",
@@ -326,12 +328,12 @@ def test_a_backend_that_cannot_reach_its_cluster_says_why_in_one_line(target: Ta
     scenario = load_scenario(shop_scenario(tmp_path))
     kubeconfig = target.server.write_kubeconfig(tmp_path / "not-kind.kubeconfig", ORCHESTRATOR_TOKEN)
     with pytest.raises(KubeBackendError) as err:
-        KubeBackend(scenario, VirtualClock(), emit=lambda *_: None, admission=Recorder(), private_dir=tmp_path,
+        KubeBackend(scenario, VirtualClock(), emit=lambda *_: None, admission=RecordingAdmission(), private_dir=tmp_path,
                     tokens={}, kubeconfig=kubeconfig)
     assert "SREMARATHON_IMAGE_REGISTRY" in str(err.value) and "\n" not in str(err.value)
     if kind.unavailable() is not None:  # here: no kind or no Docker; elsewhere this would create a cluster
         with pytest.raises(KubeBackendError, match="needs kind and a running Docker") as err:
-            KubeBackend(scenario, VirtualClock(), emit=lambda *_: None, admission=Recorder(), private_dir=tmp_path,
+            KubeBackend(scenario, VirtualClock(), emit=lambda *_: None, admission=RecordingAdmission(), private_dir=tmp_path,
                         tokens={})
         assert "\n" not in str(err.value)
 

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from kube_support import ORCHESTRATOR_TOKEN, Kubectl, Recorder, Upstream, kubectl_for
 
 from pytest_sremarathon.backends.agent_api import PREFIX, make_handler
 from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.proxy import PolicyProxy, mutation_verb, parse_path
+
+from support.admission import RecordingAdmission
+from support.kube import ORCHESTRATOR_TOKEN, Upstream
+from support.kubectl import Kubectl, kubectl_for
 
 AGENT_TOKEN = "agent-token-through-the-proxy-42"
 
@@ -24,7 +27,7 @@ AGENT_TOKEN = "agent-token-through-the-proxy-42"
 class Proxied:
     def __init__(self, upstream: Upstream, tmp: Path) -> None:
         self.upstream = upstream
-        self.admission = Recorder()
+        self.admission = RecordingAdmission()
         backend = upstream.backend
         self.proxy = PolicyProxy(KubeApi(server=upstream.url, token=ORCHESTRATOR_TOKEN),
                                  tokens={AGENT_TOKEN: "agent"}, admission=self.admission,
@@ -60,10 +63,7 @@ def proxied(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.fixture
 def kubectl(proxied: Proxied, tmp_path: Path) -> Kubectl:
-    k = kubectl_for(proxied.kubeconfig, tmp_path / "kube-cache")
-    if k is None:
-        pytest.skip("kubectl is not installed")
-    return k
+    return kubectl_for(proxied.kubeconfig, tmp_path / "kube-cache")
 
 
 def test_paths_and_verbs() -> None:

@@ -8,9 +8,6 @@ because producing logs and usage is the simulation's job, not the API server's.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,12 +21,12 @@ from pytest_sremarathon.serving.http import Request, Response
 from pytest_sremarathon.twin.defaults import apply_defaults
 from pytest_sremarathon.k8s.store import Store
 
-from admission import RecordingAdmission
+from support.admission import RecordingAdmission
+from support.kubectl import Kubectl, kubectl_for
 
 NS = "shop"
 AGENT_TOKEN = "agent-token-0123456789"
 OPERATOR_TOKEN = "operator-token-0123456789"
-GDK = "/usr/lib/google-cloud-sdk/bin"
 
 
 # -- admission and telemetry -------------------------------------------------------------------
@@ -287,51 +284,15 @@ def client(twin: Twin) -> Any:
 
 # -- kubectl -----------------------------------------------------------------------------------
 
-def kubectl_binary(version: str = "") -> Optional[str]:
-    if not version:
-        return shutil.which("kubectl")
-    path = os.path.join(GDK, f"kubectl.{version}")
-    return path if os.access(path, os.X_OK) else None
-
-
-@dataclass
-class Kubectl:
-    binary: str
-    kubeconfig: Path
-    cache_dir: Path
-
-    def run(self, *args: str, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-        env["HOME"] = str(self.cache_dir)
-        proc = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
-                               "--request-timeout", "20s", *args], input=input, capture_output=True, text=True,
-                              timeout=60, env=env)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-        return proc
-
-    def __call__(self, *args: str, input: Optional[str] = None) -> str:
-        return self.run(*args, input=input).stdout
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-o", "json"))
-
-
 @pytest.fixture(params=["", "1.27", "1.33"], ids=["kubectl", "kubectl-1.27", "kubectl-1.33"])
 def any_kubectl(request: pytest.FixtureRequest, twin: Twin, tmp_path: Path) -> Kubectl:
-    binary = kubectl_binary(request.param)
-    if binary is None:
-        pytest.skip(f"kubectl {request.param or '(default)'} is not installed")
-    return Kubectl(binary, twin.agent_kubeconfig, tmp_path / f"kube-cache-{request.param or 'default'}")
+    """The kubectl on PATH and two older client versions (each skipped when absent)."""
+    return kubectl_for(twin.agent_kubeconfig, tmp_path / f"kube-cache-{request.param or 'default'}", request.param)
 
 
 @pytest.fixture
 def kubectl(twin: Twin, tmp_path: Path) -> Kubectl:
-    binary = kubectl_binary()
-    if binary is None:
-        pytest.skip("kubectl is not installed")
-    return Kubectl(binary, twin.agent_kubeconfig, tmp_path / "kube-cache")
+    return kubectl_for(twin.agent_kubeconfig, tmp_path / "kube-cache")
 
 
 # -- raw HTTP ----------------------------------------------------------------------------------

@@ -4,12 +4,11 @@ kubectl sends and what it makes of the answers — not reconciliation."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import subprocess
 import time
 from datetime import timedelta
 
-import pytest
 import yaml
 
 NS = "shop"
@@ -329,9 +328,7 @@ def test_server_side_apply_and_dry_run(kubectl, twin):
 
 
 def test_get_watch(kubectl, twin):
-    proc = subprocess.Popen([kubectl.binary, "--kubeconfig", str(kubectl.kubeconfig), "--cache-dir",
-                             str(kubectl.cache_dir), "get", "pods", "-n", NS, "-w", "--output-watch-events"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = kubectl.start("get", "pods", "-n", NS, "-w", "--output-watch-events")
     try:
         header = proc.stdout.readline()
         assert header.split()[:2] == ["EVENT", "NAME"]
@@ -357,6 +354,5 @@ def test_exec_is_refused_with_an_explanation(kubectl):
 
 def test_bad_token_is_unauthorized(kubectl, twin, tmp_path):
     bad = twin.server.write_kubeconfig(tmp_path / "bad.kubeconfig", "not-a-token")
-    proc = subprocess.run([kubectl.binary, "--kubeconfig", str(bad), "--cache-dir", str(tmp_path / "c"),
-                           "get", "pods", "-n", NS], capture_output=True, text=True, timeout=60)
+    proc = dataclasses.replace(kubectl, kubeconfig=bad).run("get", "pods", "-n", NS, check=False)
     assert proc.returncode == 1 and "You must be logged in to the server" in proc.stderr

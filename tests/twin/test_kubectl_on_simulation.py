@@ -3,15 +3,10 @@ controllers and kubelets running in virtual time, every mutation through the pol
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import shutil
-from dataclasses import dataclass
 
 import pytest
 
@@ -20,29 +15,10 @@ from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.backends.twin import TwinBackend
 
-from admission import RecordingAdmission
+from support.admission import RecordingAdmission
+from support.kubectl import Kubectl, kubectl_for
 
 TOKEN = "sim-agent-token"
-
-
-@dataclass
-class Kubectl:
-    """The real kubectl binary against one kubeconfig, with its own discovery cache."""
-
-    binary: str
-    kubeconfig: Path
-    cache_dir: Path
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
-                               *args], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "HOME": str(self.cache_dir)})
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{proc.stderr}")
-        return proc
-
-    def __call__(self, *args: str) -> str:
-        return self.run(*args).stdout
 
 
 class Sim:
@@ -73,10 +49,7 @@ def sim(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def kc(sim: Sim, tmp_path: Path) -> Kubectl:
-    binary = shutil.which("kubectl")
-    if binary is None:
-        pytest.skip("kubectl is not installed")
-    return Kubectl(binary, sim.kubeconfig, tmp_path / "cache")
+    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: Sim, kc: Kubectl) -> None:
@@ -101,10 +74,7 @@ def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl
     editor = tmp_path / "editor.sh"
     editor.write_text("#!/bin/sh\nsed -i 's/^  replicas: 2$/  replicas: 3/' \"$1\"\n")
     editor.chmod(0o755)
-    proc = subprocess.run([kc.binary, "--kubeconfig", str(kc.kubeconfig), "--cache-dir", str(kc.cache_dir),
-                           "edit", "deployment/email", "-n", "shop"], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "KUBE_EDITOR": str(editor), "HOME": str(tmp_path)})
-    assert proc.returncode == 0, proc.stderr
+    kc.run("edit", "deployment/email", "-n", "shop", env={"KUBE_EDITOR": str(editor)})
     sim.run(120)
     assert len([p for p in sim.pods("email") if p["status"].get("phase") == "Running"]) == 3
 

@@ -1,4 +1,5 @@
-"""Agents the host tests run in real worker processes (importable as ``agents_for_tests``).
+"""Agents the host tests (tests/agent/) run in real worker processes (importable as
+``agents_for_tests``).
 
 They use only the public contract, like any third-party agent.
 """

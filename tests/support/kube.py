@@ -1,13 +1,9 @@
-"""Helpers for the real-backend tests: the twin standing in for a real cluster's API server
-(everything else is real: HTTP, TLS, kubectl, the official client, the policy)."""
+"""Helpers for the real-backend tests (tests/kube/): the twin standing in for a real cluster's
+API server (everything else is real: HTTP, TLS, kubectl, the official client, the policy)."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -18,7 +14,7 @@ from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.backends.twin import TwinBackend
 
-from admission import RecordingAdmission as Recorder  # the kube tests' name for it
+from support.admission import RecordingAdmission
 
 ORCHESTRATOR_TOKEN = "orchestrator-token-upstream-0123"
 
@@ -29,7 +25,7 @@ class Upstream:
 
     backend: TwinBackend
     clock: VirtualClock
-    admission: Recorder
+    admission: RecordingAdmission
 
     @property
     def url(self) -> str:
@@ -47,33 +43,6 @@ def shop_scenario(tmp: Path) -> Path:
     path = tmp / "shop.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-@dataclass
-class Kubectl:
-    binary: str
-    kubeconfig: Path
-    cache_dir: Path
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-        env["HOME"] = str(self.cache_dir)
-        proc = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
-                               "--request-timeout", "20s", *args], capture_output=True, text=True, timeout=60, env=env)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def __call__(self, *args: str) -> str:
-        return self.run(*args).stdout
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-o", "json"))
-
-
-def kubectl_for(kubeconfig: Path, cache: Path) -> Optional[Kubectl]:
-    binary = shutil.which("kubectl")
-    return Kubectl(binary, kubeconfig, cache) if binary else None
 
 
 # -- the real backend with the twin as its cluster ---------------------------------------------
@@ -114,8 +83,8 @@ def kube_on_twin_factory(*args: Any, **kw: Any) -> Any:
             self.twin = TwinCluster(store, list(scenario.apps), artifacts,
                                     Topology(tuple(topo.zones), topo.nodes_per_zone, topo.node_cpu, topo.node_memory))
             self.twin.bootstrap()
-            self.upstream = ApiServer(store, tokens={ORCHESTRATOR_TOKEN: "orchestrator"}, admission=Recorder(),
-                                      telemetry=self.twin)
+            self.upstream = ApiServer(store, tokens={ORCHESTRATOR_TOKEN: "orchestrator"},
+                                      admission=RecordingAdmission(), telemetry=self.twin)
             self.upstream.start()
             kubeconfig = self.upstream.write_kubeconfig(Path(kw["private_dir"]) / "upstream.kubeconfig",
                                                         ORCHESTRATOR_TOKEN)

@@ -1,0 +1,15 @@
+"""Helpers shared by the tests, importable as ``support.<module>`` from any test.
+
+``tests/`` is on ``sys.path`` through pytest's ``pythonpath`` ini option (pyproject.toml), so
+this package and the test agents beside it (``tests/*agents*.py``, which an agent's worker
+process imports by name: the host hands its ``sys.path`` on to the worker as ``PYTHONPATH``)
+import the same way in the test process and in every child it starts. Fixtures shared by
+many test files are in ``tests/conftest.py``; fixtures of one directory in its conftest.
+
+- ``admission``: the recording policy point (the real policy, plus what it recorded).
+- ``cli``: ``sremarathon`` run in a child process, with the tests' agents importable.
+- ``fresh_venv``: the environment for installing the package into a fresh virtualenv.
+- ``kube``: the twin standing in for a real cluster's API server (the kube tests).
+- ``kubectl``: finding the real kubectl (and older client versions) and running it.
+- ``recording``: realistic run records made with the real BundleWriter.
+"""
