@@ -1,4 +1,4 @@
-"""Shared fixtures: short scenarios derived from the default marathon."""
+"""Fixtures shared by the test files: short scenarios derived from the default marathon."""
 
 from __future__ import annotations
 
@@ -38,3 +38,17 @@ def write_scenario(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def marathon_file(pytester: pytest.Pytester, write_scenario: Callable[..., Path]) -> Callable[..., Path]:
+    """A short shop-only scenario ``NAME.yaml`` inside pytester's directory (so that it is the
+    rootdir). Its test module loads the pytester plugin (``pytest_plugins = ["pytester"]``)."""
+
+    def make(name: str = "marathon", **overrides: object) -> Path:
+        src = write_scenario(name, **{"apps": ["shop"], **overrides})
+        dst = pytester.path / src.name
+        dst.write_text(src.read_text())
+        return dst
+
+    return make

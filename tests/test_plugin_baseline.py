@@ -25,15 +25,11 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def scenario(pytester: pytest.Pytester, write_scenario) -> Path:
+def scenario(marathon_file) -> Path:
     # Builds deploy at once here: the gating tests need a fault the rollback agent repairs without
     # a false claim, and with builds that take time its claims run ahead of its fixes (test_time.py
     # covers build times).
-    src = write_scenario("marathon", apps=["shop"], duration="2h", segment="1h", schedule={"faults": 3},
-                         pipeline={"builds": "instant"})
-    dst = pytester.path / "marathon.yaml"
-    dst.write_text(src.read_text())
-    return dst
+    return marathon_file(duration="2h", segment="1h", schedule={"faults": 3}, pipeline={"builds": "instant"})
 
 
 def load(path: Path) -> dict:

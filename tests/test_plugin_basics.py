@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["pytester"]
 
 NOOP = "--agent=pytest_sremarathon.baselines:NoopAgent"
-
-
-@pytest.fixture
-def marathon_file(pytester: pytest.Pytester, write_scenario):
-    """A short scenario inside pytester's directory (so that it is the rootdir)."""
-
-    def make(name: str = "marathon", **overrides: object) -> Path:
-        src = write_scenario(name, **{"apps": ["shop"], **overrides})
-        dst = pytester.path / src.name
-        dst.write_text(src.read_text())
-        return dst
-
-    return make
 
 
 def test_segments_collect_in_order_with_marathon_ids(pytester: pytest.Pytester, write_scenario) -> None:

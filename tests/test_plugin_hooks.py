@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -11,17 +10,6 @@ from pytest_sremarathon.bundle import open_bundle
 pytest_plugins = ["pytester"]
 
 NOOP = "--agent=pytest_sremarathon.baselines:NoopAgent"
-
-
-@pytest.fixture
-def marathon_file(pytester: pytest.Pytester, write_scenario):
-    def make(**overrides: object) -> Path:
-        src = write_scenario("marathon", **{"apps": ["shop"], **overrides})
-        dst = pytester.path / "marathon.yaml"
-        dst.write_text(src.read_text())
-        return dst
-
-    return make
 
 
 def only_bundle(pytester: pytest.Pytester):

@@ -21,17 +21,6 @@ NOOP = "--agent=pytest_sremarathon.baselines:NoopAgent"
 ROLLBACK = "--agent=pytest_sremarathon.baselines:RollbackAgent"
 
 
-@pytest.fixture
-def marathon_file(pytester: pytest.Pytester, write_scenario):
-    def make(name: str = "marathon", **overrides: object) -> Path:
-        src = write_scenario(name, **{"apps": ["shop"], **overrides})
-        dst = pytester.path / src.name
-        dst.write_text(src.read_text())
-        return dst
-
-    return make
-
-
 def bundles(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.tar.gz"))
 

@@ -18,12 +18,9 @@ JENKINS_ATTACHMENT = re.compile(r"^\[\[ATTACHMENT\|(?P<path>[^|\]]+)\]\]$", re.M
 
 
 @pytest.fixture
-def scenario(pytester: pytest.Pytester, write_scenario) -> Path:
+def scenario(marathon_file) -> Path:
     # one fault, injected in the first half hour: segment-01 fails, segment-02 passes
-    src = write_scenario("marathon", apps=["shop"], duration="1h", segment="30m", schedule={"faults": 1})
-    dst = pytester.path / "marathon.yaml"
-    dst.write_text(src.read_text())
-    return dst
+    return marathon_file(duration="1h", segment="30m", schedule={"faults": 1})
 
 
 @pytest.mark.parametrize("ini", [
