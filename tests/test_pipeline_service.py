@@ -11,11 +11,10 @@ import pytest
 
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store
+
+from support.twins import AppTwin
 
 SHOP = APPS_DIR / "shop"
 CONFIG = "config/recommendation.yaml"
@@ -23,15 +22,10 @@ CONFIG = "config/recommendation.yaml"
 
 @pytest.fixture
 def shop(tmp_path: Path) -> tuple[Pipelines, list[tuple[str, Any]], Path]:
-    app = load_app(SHOP)
-    clock = VirtualClock(EPOCH)
-    cluster = TwinCluster(Store(clock), [app], ArtifactStore())
-    cluster.bootstrap()
     events: list[tuple[str, Any]] = []
-    pipelines = Pipelines([app], cluster, tmp_path / "repos", clock, lambda t, d: events.append((t, d)))
-    pipelines.deploy("shop", "HEAD", "orchestrator")
-    pipelines.attach_workspace(tmp_path / "workspace")
-    return pipelines, events, tmp_path / "workspace" / "shop"
+    twin = AppTwin([load_app(SHOP)], tmp_path / "repos", emit=lambda t, d: events.append((t, d)))
+    twin.pipelines.attach_workspace(tmp_path / "workspace")
+    return twin.pipelines, events, tmp_path / "workspace" / "shop"
 
 
 def _edit_config(pipelines: Pipelines, old: str, new: str) -> str:

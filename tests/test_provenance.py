@@ -10,36 +10,28 @@ the objects before.
 
 from __future__ import annotations
 
-import random
-import shutil
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.infrastructure import rollout_restart
-from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.provenance import Cause, EvidenceRef, Provenance
-from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.cluster import Topology
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.k8s.objects import pod_is_active
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store
 
 from support.cli import run_json
+from support.kubectl import find_kubectl
+from support.twins import AppTwin, default_app
 
 NS = "shop"
 
 
 # --------------------------------------------------------------------------- end to end, kubectl
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a kubectl binary")
+@pytest.mark.skipif(find_kubectl() is None, reason="needs a kubectl binary")
 def test_only_writes_that_change_what_conditions_read_make_effects(tmp_path: Path, write_scenario) -> None:
     scenario = write_scenario(duration="10m", schedule={"faults": 0})
     result = run_json("--agent", "marathon_agents:KubectlTouches", "--scenario", str(scenario), "--out",
@@ -69,32 +61,21 @@ def test_only_writes_that_change_what_conditions_read_make_effects(tmp_path: Pat
 
 # --------------------------------------------------------------------------- on the twin
 
-class ShopTwin:
-    """The shop on a two-zone twin, its pipeline and a provenance tracker: the marathon's
-    World with the agent's and the orchestrator's hands made explicit."""
+class ShopTwin(AppTwin):
+    """The shop on a two-zone twin, its pipeline and a provenance tracker (observing after
+    every tick once it exists): the marathon's World with the agent's and the orchestrator's
+    hands made explicit."""
 
     def __init__(self, repos: Path) -> None:
-        app = next(a for a in load_scenario(SCENARIOS_DIR / "default.yaml").apps if a.namespace == NS)
-        self.clock = VirtualClock(EPOCH + timedelta(hours=10))
-        self.store = Store(self.clock)
-        self.apps = {NS: app}
-        self.cluster = TwinCluster(self.store, [app], ArtifactStore(), Topology())
-        self.cluster.bootstrap()
-        self.pipelines = Pipelines([app], self.cluster, repos, self.clock, lambda _t, _d: None)
-        self.pipelines.deploy(NS, "HEAD", "orchestrator")
+        super().__init__([default_app(NS)], repos, start=EPOCH + timedelta(hours=10))
         self.registry = builtin_registry()
-        self._ticks = 0
         self.run(10)
         self.provenance = Provenance(self.store)
         self._actions = 0
 
-    def run(self, minutes: float) -> None:
-        for _ in range(int(minutes * 2)):
-            self._ticks += 1
-            self.clock.advance(30)
-            self.cluster.tick(30, random.Random(f"tick:{self._ticks}"))
-            if hasattr(self, "provenance"):
-                self.provenance.observe()
+    def after_tick(self, now: datetime) -> None:
+        if hasattr(self, "provenance"):  # not during the warm-up
+            self.provenance.observe()
 
     def agent(self, target: str, write) -> str:
         """One agent action: recorded (expected by provenance), then the write it makes."""
@@ -111,7 +92,7 @@ class ShopTwin:
         self.store.touch(d)
 
     def pods(self, svc: str) -> list[dict[str, Any]]:
-        return [p for p in self.store.list("Pod", NS) if pod_is_active(p) and p["metadata"]["labels"].get("app") == svc]
+        return self.active_pods(NS, svc)
 
     def origin(self, pod: dict[str, Any]) -> Cause:
         cause = self.provenance.cause_of(EvidenceRef("Pod", NS, pod["metadata"]["name"], "origin"))

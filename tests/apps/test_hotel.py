@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,28 +24,21 @@ from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES
 from pytest_sremarathon.apps import AppSpec, load_app
 from pytest_sremarathon.builtin import APPS_DIR
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import REPO_FILES
-from pytest_sremarathon.pipeline.service import Pipelines, apply_edit
-from pytest_sremarathon.twin.cluster import TwinCluster
+from pytest_sremarathon.pipeline.service import apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store
+
+from support.catalogue import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS
+from support.twins import AppTwin
 
 APP_ROOT = APPS_DIR / "hotel"
 NS = "hotel"
 TICK = 30.0
 WARMUP_TICKS = 20  # 10 virtual minutes: datastores come up, then the services that probe them
-
-CODE_KINDS = {"code-exception", "code-latency", "code-crash-on-start", "code-memory-leak", "code-retry-storm",
-              "code-contract-break"}
-CONFIG_KINDS = {"config-bad-timeout", "config-wrong-endpoint", "config-feature-flag", "config-pool-size",
-                "config-env-removed"}
-MANIFEST_KINDS = {"manifest-memory-limit", "manifest-readiness-probe", "manifest-service-selector",
-                  "manifest-target-port", "manifest-replicas-cut", "manifest-zone-affinity"}
 
 # What an on-call engineer gets paged with, per fault kind (any one of these is enough).
 ERRORS, LATENCY = "ServiceHighErrorRate", "ServiceLatencySLOBurn"
@@ -111,39 +103,31 @@ def _matches(text: str, find: str) -> int:
 
 # -- a twin running only this app ---------------------------------------------------------------
 
-@dataclass
-class HotelTwin:
+class HotelTwin(AppTwin):
     """One TwinCluster with the hotel app deployed through its pipeline, advanced tick by tick
     with the default alert rules (no background noise) evaluated as the marathon does."""
 
-    app: AppSpec
-    repos: Path
-    start: datetime = EPOCH
-    fired: list[tuple[datetime, str, str]] = field(default_factory=list)
+    tick_seconds = TICK
 
-    def __post_init__(self) -> None:
-        self.clock = VirtualClock(self.start)
-        self.store = Store(self.clock)
-        self.cluster = TwinCluster(self.store, [self.app], ArtifactStore())
-        self.cluster.bootstrap()
-        self.pipelines = Pipelines([self.app], self.cluster, self.repos, self.clock, lambda _type, _data: None)
-        self.pipelines.deploy(NS, "HEAD", "orchestrator")
+    def __init__(self, app: AppSpec, repos: Path, start: datetime = EPOCH) -> None:
+        super().__init__([app], repos, start=start)
+        self.app = app
+        self.fired: list[tuple[datetime, str, str]] = []
         self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(NoiseConfig(alerts_per_hour=0), random.Random(0), {}))
-        self.ticks = 0
 
-    def tick(self) -> None:
-        self.ticks += 1
-        now = self.clock.advance(TICK)
-        self.cluster.tick(TICK, random.Random(f"hotel:{self.ticks}"))
+    def tick_rng(self) -> random.Random:
+        return random.Random(f"hotel:{self.ticks}")
+
+    def after_tick(self, now: datetime) -> None:
         for tr in self.alerts.evaluate(now, TICK, self.cluster, {NS: self.app}):
             if tr.alert.status == "firing":
                 self.fired.append((now, tr.alert.name, tr.alert.labels.get("service", "")))
 
-    def run(self, ticks: int, until: Optional[Callable[[], bool]] = None) -> Optional[int]:
-        """Advance up to ``ticks`` ticks; with ``until``, stop (and say after how many) once it holds."""
+    def tick_until(self, ticks: int, until: Callable[[], bool]) -> Optional[int]:
+        """Advance up to ``ticks`` ticks, stopping (and saying after how many) once ``until`` holds."""
         for i in range(ticks):
             self.tick()
-            if until is not None and until():
+            if until():
                 return i + 1
         return None
 
@@ -293,7 +277,7 @@ def test_any_change_applies_after_any_other_was_applied_and_reverted() -> None:
 
 def test_healthy_run_meets_every_slo_and_stays_quiet(app: AppSpec, tmp_path: Path) -> None:
     twin = HotelTwin(app, tmp_path / "repos")
-    twin.run(WARMUP_TICKS)
+    twin.tick(WARMUP_TICKS)
     warm = len(twin.fired)
     slo = {s: spec.slo_p99_ms for s, spec in app.services.items()}
     for _ in range(240 - WARMUP_TICKS):  # two virtual hours in all
@@ -318,15 +302,15 @@ def test_benign_changes_ship_without_paging_anyone(app: AppSpec, tmp_path: Path)
     """All benign changes, deployed in batches of five (a rollout every two minutes), then half
     an hour more: nothing fires, nothing restarts."""
     twin = HotelTwin(app, tmp_path / "repos")
-    twin.run(WARMUP_TICKS)
+    twin.tick(WARMUP_TICKS)
     warm = len(twin.fired)
     benign = [c for c in CATALOGUE if not c.faulty]
     for i, change in enumerate(benign):
         batch_done = i % 5 == 4 or i == len(benign) - 1
         twin.ship(change, deploy=batch_done)
         if batch_done:
-            twin.run(4)
-    twin.run(60)
+            twin.tick(4)
+    twin.tick(60)
     assert twin.fired[warm:] == [], "a benign change paged"
     assert all(pod_is_ready(p) for p in twin.pods())
     assert all(twin.metric(svc, "restarts") == 0 for svc in app.services)
@@ -348,7 +332,7 @@ def test_faulty_change_pages_and_its_revert_clears(app: AppSpec, change: Curated
     tag = change.fault
     assert tag is not None
     twin = HotelTwin(app, tmp_path / "repos")
-    twin.run(WARMUP_TICKS + 10)
+    twin.tick(WARMUP_TICKS + 10)
     assert not twin.firing(), f"the twin is not healthy before the change: {twin.firing()}"
 
     baseline = {svc: sum(twin.cluster.metrics.window(NS, svc, "requests_per_second", 4)) / 4 for svc in app.services}
@@ -359,7 +343,7 @@ def test_faulty_change_pages_and_its_revert_clears(app: AppSpec, change: Curated
     def paged() -> bool:
         return any(name in expected and svc in blast_radius for name, svc in twin.firing())
 
-    after = twin.run(240, until=paged)  # up to two virtual hours (the memory leak needs ~1.5)
+    after = twin.tick_until(240, paged)  # up to two virtual hours (the memory leak needs ~1.5)
     assert after is not None, f"no {sorted(expected)} alert on {sorted(blast_radius)}; fired: {twin.fired}"
     unrelated = {(n, s) for n, s in twin.firing() if s and s not in blast_radius}
     assert not unrelated, f"alerts outside the blast radius of {tag.service}: {unrelated}"

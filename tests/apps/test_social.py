@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 import textwrap
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,17 +25,17 @@ from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
 from pytest_sremarathon.alerts.rules import DEFAULT_RULES
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import REPO_FILES
-from pytest_sremarathon.pipeline.service import Pipelines, apply_edit
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.k8s.objects import pod_is_active, pod_is_ready
+from pytest_sremarathon.pipeline.service import apply_edit
+from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store
+
+from support.catalogue import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS
+from support.twins import AppTwin
 
 APP_ROOT = APPS_DIR / "social"
 NS = "social"
@@ -46,13 +46,6 @@ MAX_FAULT_TICKS = 240  # a faulty change gets up to 2 virtual hours to show
 MAX_CLEAR_TICKS = 60  # and its revert 30 minutes to clear it
 CLEAR_STREAK = 4  # ... for 2 minutes in a row
 STORM_FACTOR = 2.5  # request rate above the healthy maximum that counts as a retry storm
-
-CODE_KINDS = {"code-exception", "code-latency", "code-crash-on-start", "code-memory-leak", "code-retry-storm",
-              "code-contract-break"}
-CONFIG_KINDS = {"config-bad-timeout", "config-wrong-endpoint", "config-feature-flag", "config-pool-size",
-                "config-env-removed"}
-MANIFEST_KINDS = {"manifest-memory-limit", "manifest-readiness-probe", "manifest-service-selector",
-                  "manifest-target-port", "manifest-replicas-cut", "manifest-zone-affinity"}
 
 
 # -- the app and its catalogue -----------------------------------------------------------------
@@ -96,35 +89,26 @@ def edited_lines(text: str, find: str) -> tuple[int, int]:
 
 # -- a twin running only this app ----------------------------------------------------------------
 
-@dataclass
-class Twin:
+class Twin(AppTwin):
     """A two-zone twin cluster with only the social app, deployed through its pipeline, with
-    the default alert rules (no background noise) evaluated every tick."""
+    the default alert rules (no background noise) evaluated every tick; one random stream
+    (``seed``) drives the whole run."""
 
-    clock: VirtualClock
-    cluster: TwinCluster
-    pipelines: Pipelines
-    rng: random.Random
-    alerts: AlertEngine
-    events: list[Any] = field(default_factory=list)
+    tick_seconds = TICK
 
-    @classmethod
-    def start(cls, tmp: Path, seed: int = 7, hour: int = 0) -> "Twin":
-        clock = VirtualClock(EPOCH + timedelta(hours=hour))
-        store = Store(clock)
-        cluster = TwinCluster(store, [APP], ArtifactStore())
-        cluster.bootstrap()
-        events: list[Any] = []
-        pipelines = Pipelines([APP], cluster, tmp, clock, lambda t, d: events.append((t, d)))
-        pipelines.deploy(NS, "HEAD", "orchestrator")
-        alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(NoiseConfig(alerts_per_hour=0), random.Random(seed), {}))
-        return cls(clock, cluster, pipelines, random.Random(seed), alerts, events)
+    def __init__(self, tmp: Path, seed: int = 7, hour: int = 0) -> None:
+        self.events: list[Any] = []
+        super().__init__([APP], tmp, start=EPOCH + timedelta(hours=hour),
+                         emit=lambda t, d: self.events.append((t, d)))
+        quiet = NoiseGenerator(NoiseConfig(alerts_per_hour=0), random.Random(seed), {})
+        self.alerts = AlertEngine(DEFAULT_RULES, quiet)
+        self.rng = random.Random(seed)
 
-    def tick(self, n: int = 1) -> None:
-        for _ in range(n):
-            self.clock.advance(TICK)
-            self.cluster.tick(TICK, self.rng)
-            self.alerts.evaluate(self.clock.now, TICK, self.cluster, {NS: APP})
+    def tick_rng(self) -> random.Random:
+        return self.rng
+
+    def after_tick(self, now: datetime) -> None:
+        self.alerts.evaluate(now, TICK, self.cluster, {NS: APP})
 
     def firing(self) -> set[tuple[str, str]]:
         """(alert name, service) of every alert firing now."""
@@ -132,8 +116,7 @@ class Twin:
                 if a.status == "firing"}
 
     def pods(self, service: Optional[str] = None) -> list[dict[str, Any]]:
-        return [p for p in self.cluster.store.list("Pod", NS) if pod_is_active(p)
-                and (service is None or (p["metadata"].get("labels") or {}).get("app") == service)]
+        return self.active_pods(NS, service)
 
     def serving_pods(self, service: str) -> list[dict[str, Any]]:
         up = self.cluster.network.node_up
@@ -158,7 +141,7 @@ class Healthy:
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Healthy:
     """HEAD deployed on a fresh twin, run for two virtual hours."""
-    twin = Twin.start(tmp_path_factory.mktemp("healthy"))
+    twin = Twin(tmp_path_factory.mktemp("healthy"))
     twin.tick(HEALTHY_TICKS)
     max_rps = {svc: max((v for _, v in twin.cluster.metrics.series(NS, svc, "requests_per_second")[WARMUP_TICKS:]),
                         default=0.0) for svc in APP.services}
@@ -257,7 +240,7 @@ def test_healthy_run_is_quiet(healthy: Healthy) -> None:
 
 def test_benign_changes_keep_it_quiet(tmp_path: Path) -> None:
     """All benign changes, shipped one after another through the pipeline, raise nothing."""
-    twin = Twin.start(tmp_path)
+    twin = Twin(tmp_path)
     twin.tick(WARMUP_TICKS)
     for change in BENIGN:
         twin.pipelines.commit_edits(NS, [(e.file, e.find, e.replace) for e in change.edits], change.message,
@@ -352,7 +335,7 @@ def _zone_outage_kills(twin: Twin, service: str, zone: str) -> bool:
 def test_faulty_change_shows_and_revert_clears_it(tmp_path: Path, healthy: Healthy, change: CuratedChange) -> None:
     tag = change.fault
     assert tag is not None
-    twin = Twin.start(tmp_path)
+    twin = Twin(tmp_path)
     twin.tick(WARMUP_TICKS)
     assert not symptoms(twin, healthy.max_rps), "the twin is not healthy before the change"
 
@@ -396,7 +379,7 @@ def test_retry_storm_saturates_the_cache_at_peak(tmp_path: Path) -> None:
     """At night the storm only multiplies requests; at the afternoon peak it drives memcached
     into its CPU limit and the home timeline past its latency SLO."""
     storm = next(c for c in FAULTY if c.fault and c.fault.kind == "code-retry-storm")
-    twin = Twin.start(tmp_path, hour=15)
+    twin = Twin(tmp_path, hour=15)
     twin.tick(3 * WARMUP_TICKS)  # half an hour: the home timelines have filled
     assert not twin.firing()
     cpu_before = twin.mean("post-storage-cache", "cpu_millicores", 10)

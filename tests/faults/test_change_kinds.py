@@ -27,20 +27,19 @@ import yaml
 
 from pytest_sremarathon.alerts.rules import (crash_looping, high_error_rate, latency_slo_burn, memory_near_limit,
                                              oom_killed, pods_not_ready)
-from pytest_sremarathon.apps import AppSpec, load_app
+from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
-from pytest_sremarathon.pipeline.service import PipelineError, Pipelines, apply_edit
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.k8s.objects import pod_is_active, pod_is_ready
-from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.pipeline.service import PipelineError, apply_edit
+from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.twin.scheduler import ZONE
-from pytest_sremarathon.k8s.store import Store
+
+from support.twins import AppTwin
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = APPS_DIR
@@ -54,36 +53,22 @@ START_HOUR = 14  # afternoon traffic (diurnal ≈ 0.9 of the peak)
 
 
 # -- a world the fault kinds act on: the shop on a real twin, behind the real pipeline ----------
-class TwinWorld:
+class TwinWorld(AppTwin):
     """What ``Marathon.start()`` builds, minus the agent and the recorder (implements ``World``)."""
 
     def __init__(self, tmp_path: Path, app_root: Path = SHOP) -> None:
         app = load_app(app_root)
+        super().__init__([app], tmp_path / "repos", start=EPOCH + timedelta(hours=START_HOUR))
         self.app = app
         self.ns = app.namespace
-        self.apps: dict[str, AppSpec] = {app.namespace: app}
         self.catalogue = {c.id: c for c in load_catalogue(app_root)}
-        self.clock = VirtualClock(EPOCH + timedelta(hours=START_HOUR))
-        self.store = Store(self.clock)
-        self.cluster = TwinCluster(self.store, [app], ArtifactStore())
-        self.cluster.bootstrap()
-        self.pipelines = Pipelines([app], self.cluster, tmp_path / "repos", self.clock, lambda _t, _d: None)
-        self.pipelines.deploy(self.ns, "HEAD", "orchestrator")
-        self.ticks = 0
 
     def curated(self, app: str, change_id: str) -> CuratedChange:
         return self.catalogue[change_id]
 
-    def tick(self, n: int = 1) -> None:
-        for _ in range(n):
-            self.ticks += 1
-            self.clock.advance(30)
-            self.cluster.tick(30, random.Random(f"tick:{self.ticks}"))
-
     # -- evidence ------------------------------------------------------------------------------
     def pods(self, service: str) -> list[dict[str, Any]]:
-        return [p for p in self.store.list("Pod", self.ns)
-                if (p["metadata"].get("labels") or {}).get("app") == service and pod_is_active(p)]
+        return self.active_pods(self.ns, service)
 
     def metric(self, service: str, name: str, n: int = 1) -> list[float]:
         return self.cluster.metrics.window(self.ns, service, name, n)

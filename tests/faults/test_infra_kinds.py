@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import copy
 import math
-import random
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -24,19 +23,17 @@ from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.apps import AppSpec
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
-from pytest_sremarathon.clock import EPOCH, VirtualClock
+from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, FaultKind, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange
 from pytest_sremarathon.faults.infrastructure import partition_gaps, utilisation
 from pytest_sremarathon.hookspecs import standalone_plugin_manager
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
-from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.scenario import Scenario, ScenarioFile, load_scenario
-from pytest_sremarathon.cluster import Topology
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.k8s.objects import condition, pod_is_active
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store, iso
+from pytest_sremarathon.k8s.objects import condition
+from pytest_sremarathon.k8s.store import iso
+
+from support.twins import AppTwin, default_app
 
 SCENARIO = SCENARIOS_DIR / "default.yaml"
 NS = "shop"
@@ -44,35 +41,22 @@ NS = "shop"
 
 @pytest.fixture(scope="module")
 def shop() -> AppSpec:
-    return next(a for a in load_scenario(SCENARIO).apps if a.namespace == NS)
+    return default_app(NS)
 
 
-class Twin:
+class Twin(AppTwin):
     """A marathon's World without the marathon: the shop on a two-zone twin, its pipeline,
     the fault registry, and the agent's repair verbs."""
 
     def __init__(self, app: AppSpec, repos: Path) -> None:
-        self.clock = VirtualClock(EPOCH + timedelta(hours=10))  # busy daytime traffic
-        self.store = Store(self.clock)
-        self.apps = {app.namespace: app}
-        self.cluster = TwinCluster(self.store, [app], ArtifactStore(), Topology())
-        self.cluster.bootstrap()
-        self.pipelines = Pipelines([app], self.cluster, repos, self.clock, lambda _t, _d: None)
-        self.pipelines.deploy(NS, "HEAD", "orchestrator")
+        super().__init__([app], repos, start=EPOCH + timedelta(hours=10))  # busy daytime traffic
         self.registry = builtin_registry()
-        self._ticks = 0
         self.run(minutes=15)
 
     def curated(self, app: str, change_id: str) -> CuratedChange:
         raise KeyError(change_id)
 
     # -- time and faults -----------------------------------------------------------------------
-    def run(self, minutes: float) -> None:
-        for _ in range(int(minutes * 2)):
-            self._ticks += 1
-            self.clock.advance(30)
-            self.cluster.tick(30, random.Random(f"tick:{self._ticks}"))
-
     def inject(self, kind: str, app: str = "cluster", **params: Any) -> Fault:
         k = self.registry[kind]
         now = self.clock.now
@@ -113,9 +97,7 @@ class Twin:
         return max(self.cluster.metrics.window(NS, svc, name, ticks) or [0.0])
 
     def pods(self, svc: Optional[str] = None, node: Optional[str] = None) -> list[dict[str, Any]]:
-        return [p for p in self.store.list("Pod", NS) if pod_is_active(p)
-                and (svc is None or p["metadata"]["labels"].get("app") == svc)
-                and (node is None or p["spec"].get("nodeName") == node)]
+        return [p for p in self.active_pods(NS, svc) if node is None or p["spec"].get("nodeName") == node]
 
     def zone_nodes(self, zone: str) -> list[str]:
         return [n for n, z in self.cluster.network.node_zone.items() if z == zone]

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.backends.twin import TwinBackend
-
-from support.admission import RecordingAdmission
-from support.kube import ORCHESTRATOR_TOKEN, Upstream, shop_scenario
+from support.kube import Upstream
 
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
-    tmp = tmp_path_factory.mktemp("upstream")
-    clock = VirtualClock()
-    admission = RecordingAdmission()
-    backend = TwinBackend(load_scenario(shop_scenario(tmp)), clock, emit=lambda *_: None, admission=admission,
-                          private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={ORCHESTRATOR_TOKEN: "orchestrator"})
-    up = Upstream(backend, clock, admission)
+    up = Upstream(tmp_path_factory.mktemp("upstream"))
     up.run(150)
     try:
         yield up
     finally:
-        backend.close()
+        up.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

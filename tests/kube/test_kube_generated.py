@@ -6,7 +6,6 @@ the alert rules and fault kinds read, and the node-fault commands."""
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pytest_sremarathon.k8s.store import Store
 
 from support.admission import RecordingAdmission
 from support.kube import ORCHESTRATOR_TOKEN, shop_scenario
+from support.twins import run_for
 
 SHOP = APPS_DIR / "shop"
 
@@ -152,9 +152,7 @@ class Target:
         self.deployed = self.pipelines.deploy("shop", "HEAD", "orchestrator")
 
     def run(self, seconds: float) -> None:
-        for _ in range(int(seconds / 30)):
-            self.clock.advance(30)
-            self.twin.tick(30, random.Random(self.clock.now.isoformat()))
+        run_for(seconds, self.clock, self.twin.tick)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ API server (everything else is real: HTTP, TLS, kubectl, the official client, th
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -12,29 +11,26 @@ import yaml
 
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.backends.twin import TwinBackend
-
+from pytest_sremarathon.scenario import load_scenario
 from support.admission import RecordingAdmission
+from support.twins import BackendTwin
 
 ORCHESTRATOR_TOKEN = "orchestrator-token-upstream-0123"
 
 
-@dataclass
-class Upstream:
-    """A running twin with the shop deployed, reachable with the orchestrator's token."""
+class Upstream(BackendTwin):
+    """A running twin with the shop deployed (:func:`shop_scenario`), reachable with the
+    orchestrator's token; its policy point records."""
 
-    backend: TwinBackend
-    clock: VirtualClock
     admission: RecordingAdmission
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(load_scenario(shop_scenario(tmp)), tmp, admission=RecordingAdmission(),
+                         tokens={ORCHESTRATOR_TOKEN: "orchestrator"})
 
     @property
     def url(self) -> str:
         return self.backend.server.url
-
-    def run(self, seconds: float) -> None:
-        for _ in range(int(seconds / 30)):
-            self.clock.advance(30)
-            self.backend.tick(30, random.Random(self.clock.now.isoformat()))
 
 
 def shop_scenario(tmp: Path) -> Path:
@@ -66,11 +62,11 @@ def kube_on_twin_factory(*args: Any, **kw: Any) -> Any:
     import time
 
     from pytest_sremarathon.backends.kube import KubeBackend
+    from pytest_sremarathon.cluster import Topology
+    from pytest_sremarathon.k8s.store import Store
     from pytest_sremarathon.kube.cluster import PublishingArtifacts
     from pytest_sremarathon.twin.apiserver import ApiServer
-    from pytest_sremarathon.cluster import Topology
     from pytest_sremarathon.twin.cluster import TwinCluster
-    from pytest_sremarathon.k8s.store import Store
 
     class KubeOnTwin(KubeBackend):
         rollout_poll = 0.2

@@ -10,8 +10,20 @@ from typing import Any, Iterable, Optional
 from pytest_sremarathon.agent.protocol import Alert, Claim, Finding, Report
 from pytest_sremarathon.bundle import BundleWriter, commitment
 from pytest_sremarathon.clock import EPOCH, iso
-from pytest_sremarathon.events import (Action, AgentStep, AlertTransition, ClusterEvent, RunEnd, RunStart,
-                                       SLISample, TruthAlert, TruthEffect, TruthFault, TruthFaultEnd, TruthMitigation)
+from pytest_sremarathon.events import (
+    Action,
+    AgentStep,
+    AlertTransition,
+    ClusterEvent,
+    RunEnd,
+    RunStart,
+    SLISample,
+    TruthAlert,
+    TruthEffect,
+    TruthFault,
+    TruthFaultEnd,
+    TruthMitigation,
+)
 from pytest_sremarathon.scoring import SCORING_VERSION
 
 APPS = ("shop", "bank", "blog")

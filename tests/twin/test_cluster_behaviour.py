@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import copy
-import random
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Decision, MutationRequest
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.backends.twin import TwinBackend
 from pytest_sremarathon.k8s.objects import condition, pod_is_ready
+
+from support.twins import DEFAULT_SCENARIO, BackendTwin
 
 
 
@@ -28,24 +26,16 @@ class AllowAll:
         pass
 
 
-class Shop:
+class Shop(BackendTwin):
+    """The twin backend running only the shop, three virtual minutes after ``start_hour``."""
+
     def __init__(self, tmp: Path, start_hour: int = 0) -> None:
-        self.clock = VirtualClock()
-        self.clock.advance(start_hour * 3600)
-        scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
+        clock = VirtualClock()
+        clock.advance(start_hour * 3600)
+        scenario = load_scenario(DEFAULT_SCENARIO)
         scenario.apps = [a for a in scenario.apps if a.namespace == "shop"]
-        self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=AllowAll(),
-                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={"t": "agent"})
-        self.store, self.cluster = self.backend.store, self.backend.cluster
+        super().__init__(scenario, tmp, admission=AllowAll(), tokens={"t": "agent"}, clock=clock)
         self.run(180)
-
-    def run(self, seconds: float) -> None:
-        for _ in range(int(seconds / 30)):
-            self.clock.advance(30)
-            self.backend.tick(30, random.Random(self.clock.now.isoformat()))
-
-    def pods(self, app: str) -> list[dict[str, Any]]:
-        return [p for p in self.store.list("Pod", "shop") if p["metadata"]["labels"].get("app") == app]
 
     def edit(self, kind: str, name: str, change: Any) -> None:
         obj = copy.deepcopy(self.store.get(kind, "shop", name))
@@ -64,7 +54,7 @@ class Shop:
 def shop(tmp_path: Path) -> Any:
     s = Shop(tmp_path)
     yield s
-    s.backend.close()
+    s.close()
 
 
 def _container(d: dict[str, Any]) -> dict[str, Any]:

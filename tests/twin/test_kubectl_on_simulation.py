@@ -3,48 +3,38 @@ controllers and kubelets running in virtual time, every mutation through the pol
 
 from __future__ import annotations
 
-import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_sremarathon.builtin import SCENARIOS_DIR
-from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.backends.twin import TwinBackend
 
 from support.admission import RecordingAdmission
 from support.kubectl import Kubectl, kubectl_for
+from support.twins import DEFAULT_SCENARIO, BackendTwin
 
 TOKEN = "sim-agent-token"
 
 
-class Sim:
+class Sim(BackendTwin):
+    """The default scenario's twin backend, three virtual minutes in, with a kubeconfig for
+    the agent and the recording policy point."""
+
+    admission: RecordingAdmission
+
     def __init__(self, tmp: Path) -> None:
-        self.clock = VirtualClock()
-        self.admission = RecordingAdmission()
-        scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
-        self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
-                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"})
+        super().__init__(load_scenario(DEFAULT_SCENARIO), tmp, admission=RecordingAdmission(), tokens={TOKEN: "agent"})
         self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", TOKEN)
         self.run(180)
-
-    def run(self, seconds: float) -> None:
-        for _ in range(int(seconds / 30)):
-            self.clock.advance(30)
-            self.backend.tick(30, random.Random(self.clock.now.isoformat()))
-
-    def pods(self, app: str) -> list[dict[str, Any]]:
-        return [p for p in self.backend.store.list("Pod", "shop") if p["metadata"]["labels"].get("app") == app]
 
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Any:
     s = Sim(tmp_path)
     yield s
-    s.backend.close()
+    s.close()
 
 
 @pytest.fixture
