@@ -5,7 +5,6 @@ pipeline shows up as real 500s with a traceback, and reverting it repairs the sh
 
 from __future__ import annotations
 
-import http.client
 import json
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +20,8 @@ from pytest_sremarathon.kube.traffic import LoadGenerator, http_sender
 from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.runtime.local import LocalCluster
 
+from support.http import get_text, post_json
+
 SHOP = APPS_DIR / "shop"
 
 
@@ -35,22 +36,10 @@ class LocalShop:
         self.telemetry = ServiceMetrics()
 
     def post(self, service: str, endpoint: str, body: dict[str, Any]) -> tuple[int, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.cluster.ports[("shop", service)], timeout=15)
-        try:
-            conn.request("POST", f"/{endpoint}", json.dumps(body), {"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            return resp.status, json.loads(resp.read() or b"{}")
-        finally:
-            conn.close()
+        return post_json(self.cluster.ports[("shop", service)], endpoint, body)
 
     def get(self, service: str, path: str) -> tuple[int, str]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.cluster.ports[("shop", service)], timeout=15)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode()
-        finally:
-            conn.close()
+        return get_text(self.cluster.ports[("shop", service)], path)
 
     def scrape(self) -> dict[tuple[str, str], dict[str, float]]:
         """One scrape of every process, recorded like the orchestrator records a cluster's."""

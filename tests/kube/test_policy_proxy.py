@@ -4,9 +4,7 @@ side is real: the proxy's TLS, a real ``kubectl`` and the official Python client
 
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,6 +16,7 @@ from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.proxy import PolicyProxy, mutation_verb, parse_path
 
 from support.admission import RecordingAdmission
+from support.http import request
 from support.kube import ORCHESTRATOR_TOKEN, Upstream
 from support.kubectl import Kubectl, kubectl_for
 
@@ -40,18 +39,11 @@ class Proxied:
 
     def request(self, method: str, path: str, body: Any = None, token: str | None = AGENT_TOKEN,
                 headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        ctx = ssl.create_default_context(cadata=self.proxy.ca_pem.decode())
-        conn = http.client.HTTPSConnection("127.0.0.1", self.proxy.port, context=ctx, timeout=20)
-        hdrs = {"Accept": "application/json", **(headers or {})}
-        if token:
-            hdrs["Authorization"] = f"Bearer {token}"
-        try:
-            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=hdrs)
-            resp = conn.getresponse()
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw.strip().startswith((b"{", b"[")) else raw.decode()
-        finally:
-            conn.close()
+        resp = request(self.proxy.port, method, path, body, token=token,
+                       headers={"Accept": "application/json", **(headers or {})}, ca_pem=self.proxy.ca_pem,
+                       timeout=20)
+        raw = resp.body
+        return resp.status, json.loads(raw) if raw.strip().startswith((b"{", b"[")) else raw.decode()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ over real HTTP with the twin's error classes, the datastore, ``/metrics``."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from pathlib import Path
@@ -19,6 +18,8 @@ from pytest_sremarathon.runtime import (ArtifactError, HttpRouter, Registry, Ser
                                         read_artifact, write_artifact)
 from pytest_sremarathon.runtime.artifacts import datastore
 from pytest_sremarathon.runtime.code import Artifact, Context, ServiceError, StoreError, UpstreamTimeout
+
+from support.http import get_text, post_json
 
 SHOP = APPS_DIR / "shop"
 
@@ -86,23 +87,11 @@ def served() -> Iterator[Served]:
 
 
 def post(server: ServiceServer, endpoint: str, body: Any) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("POST", f"/{endpoint}", json.dumps(body), {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read())
-    finally:
-        conn.close()
+    return post_json(server.port, endpoint, body, timeout=10)
 
 
 def get(server: ServiceServer, path: str) -> tuple[int, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read().decode()
-    finally:
-        conn.close()
+    return get_text(server.port, path, timeout=10)
 
 
 # -- artifacts -------------------------------------------------------------------------------------

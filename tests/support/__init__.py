@@ -7,9 +7,13 @@ import the same way in the test process and in every child it starts. Fixtures s
 many test files are in ``tests/conftest.py``; fixtures of one directory in its conftest.
 
 - ``admission``: the recording policy point (the real policy, plus what it recorded).
+- ``catalogue``: the faulty-change kinds an application's catalogue covers.
 - ``cli``: ``sremarathon`` run in a child process, with the tests' agents importable.
 - ``fresh_venv``: the environment for installing the package into a fresh virtualenv.
+- ``http``: one HTTP(S) request to a loopback server with the standard library.
 - ``kube``: the twin standing in for a real cluster's API server (the kube tests).
 - ``kubectl``: finding the real kubectl (and older client versions) and running it.
 - ``recording``: realistic run records made with the real BundleWriter.
+- ``twins``: applications on a twin without a marathon (a cluster behind its pipelines, or
+  the whole twin backend), advanced tick by tick.
 """

@@ -22,6 +22,7 @@ from pytest_sremarathon.twin.defaults import apply_defaults
 from pytest_sremarathon.k8s.store import Store
 
 from support.admission import RecordingAdmission
+from support.http import RawResponse, request
 from support.kubectl import Kubectl, kubectl_for
 
 NS = "shop"
@@ -297,41 +298,13 @@ def kubectl(twin: Twin, tmp_path: Path) -> Kubectl:
 
 # -- raw HTTP ----------------------------------------------------------------------------------
 
-@dataclass
-class RawResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
 def raw(twin: Twin, method: str, path: str, body: Any = None, *, token: Optional[str] = AGENT_TOKEN,
         headers: Optional[dict[str, str]] = None, tls: bool = False, timeout: float = 10) -> RawResponse:
-    """One request with the stdlib HTTP client (plain HTTP, or HTTPS verified against the twin's CA)."""
-    import http.client
-    import ssl
-
-    if tls:
-        ctx = ssl.create_default_context(cadata=twin.server.ca_pem.decode())
-        conn: http.client.HTTPConnection = http.client.HTTPSConnection("127.0.0.1", twin.server.port, context=ctx,
-                                                                       timeout=timeout)
-    else:
-        conn = http.client.HTTPConnection("127.0.0.1", twin.server.port, timeout=timeout)
-    hdrs = {"Accept": "application/json", **(headers or {})}
-    if token:
-        hdrs["Authorization"] = f"Bearer {token}"
-    data = None
-    if body is not None:
-        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-        hdrs.setdefault("Content-Type", "application/json")
-    try:
-        conn.request(method, path, body=data, headers=hdrs)
-        resp = conn.getresponse()
-        return RawResponse(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-    finally:
-        conn.close()
+    """One request to the twin's API server with the stdlib HTTP client (plain HTTP, or HTTPS
+    verified against the twin's CA), as the agent unless ``token`` says otherwise."""
+    return request(twin.server.port, method, path, body, token=token,
+                   headers={"Accept": "application/json", **(headers or {})},
+                   ca_pem=twin.server.ca_pem if tls else None, timeout=timeout)
 
 
 @pytest.fixture
