@@ -6,14 +6,12 @@ import gzip
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tarfile
 import textwrap
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
