@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+
+from support.kubectl import kubectl_for
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a kubectl binary")
 def test_twin_up_serves_the_apps_to_kubectl_until_interrupted(tmp_path: Path, write_scenario) -> None:
     kubeconfig = tmp_path / "twin.kubeconfig"
+    kubectl = kubectl_for(kubeconfig, tmp_path / "cache")  # skips without one
     proc = subprocess.Popen([sys.executable, "-m", "pytest_sremarathon.cli", "twin", "up", "--scenario",
                              str(write_scenario()), "--kubeconfig", str(kubeconfig)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -25,10 +25,7 @@ def test_twin_up_serves_the_apps_to_kubectl_until_interrupted(tmp_path: Path, wr
             if line.startswith("kubeconfig:"):
                 break
         assert lines and lines[-1].strip() == f"kubeconfig: {kubeconfig.resolve()}", "".join(lines)
-        out = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"),
-                              "get", "pods", "-n", "shop", "--no-headers"],
-                             capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
+        out = kubectl.run("get", "pods", "-n", "shop", "--no-headers")
         rows = [r.split() for r in out.stdout.splitlines()]
         assert len(rows) >= 10 and all(r[1] == "1/1" and r[2] == "Running" for r in rows)
     finally:

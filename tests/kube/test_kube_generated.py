@@ -6,6 +6,7 @@ the alert rules and fault kinds read, and the node-fault commands."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def test_the_image_context_serves_with_the_runtime_it_carries(tmp_path: Path) ->
                            "import pytest_sremarathon; print(a.service, a.digest, pytest_sremarathon.__file__)",
                            "--artifact", str(ctx / "artifact")],
                           capture_output=True, text=True, cwd=ctx, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ctx), "SREMARATHON_APP": "shop",
+                          env={"PATH": os.defpath, "PYTHONPATH": str(ctx), "SREMARATHON_APP": "shop",
                                "SREMARATHON_SERVICE": "currency"})
     assert proc.returncode == 0, proc.stderr
     service, digest, where = proc.stdout.split()
