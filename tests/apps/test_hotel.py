@@ -27,12 +27,11 @@ from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.repo import REPO_FILES
 from pytest_sremarathon.pipeline.service import apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
 
-from support.catalogue import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS
+from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
 from support.twins import AppTwin
 
 APP_ROOT = APPS_DIR / "hotel"
@@ -69,12 +68,6 @@ EXPECTED_ALERTS: dict[str, set[str]] = {
 @pytest.fixture(scope="module")
 def app() -> AppSpec:
     return load_app(APP_ROOT)
-
-
-def _source_files() -> dict[str, str]:
-    """The files that make up the app's repository (what the pipeline imports)."""
-    return {str(p.relative_to(APP_ROOT)): p.read_text() for p in sorted(APP_ROOT.rglob("*"))
-            if p.is_file() and p.relative_to(APP_ROOT).parts[0] in REPO_FILES and "__pycache__" not in p.parts}
 
 
 CATALOGUE: list[CuratedChange] = load_catalogue(APP_ROOT)
@@ -212,7 +205,7 @@ def test_manifests_follow_the_conventions(app: AppSpec) -> None:
 
 
 def test_build_runs_the_unit_tests(app: AppSpec) -> None:
-    result = build(app, _source_files())
+    result = build(app, source_files(APP_ROOT))
     assert sorted(result.artifacts) == sorted(app.code_services())
     assert result.tests_run >= 10
 
@@ -242,7 +235,7 @@ def test_catalogue_covers_every_change_induced_kind(app: AppSpec) -> None:
 
 @pytest.mark.parametrize("change", CATALOGUE, ids=[c.id for c in CATALOGUE])
 def test_change_applies_to_a_fresh_repo_and_builds(app: AppSpec, change: CuratedChange) -> None:
-    files = _source_files()
+    files = source_files(APP_ROOT)
     for e in change.edits:
         assert _matches(files[e.file], e.find) == 1, f"{e.file}: the text this change edits is not unique"
     changed = _apply(files, change)
@@ -260,7 +253,7 @@ def test_change_applies_to_a_fresh_repo_and_builds(app: AppSpec, change: Curated
 
 
 def test_any_change_applies_after_any_other_was_applied_and_reverted() -> None:
-    files = _source_files()
+    files = source_files(APP_ROOT)
     alone = {c.id: _apply(files, c) for c in CATALOGUE}
     for a in CATALOGUE:
         with_a = alone[a.id]

@@ -29,12 +29,11 @@ from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.repo import REPO_FILES
 from pytest_sremarathon.pipeline.service import apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
 
-from support.catalogue import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS
+from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
 from support.twins import AppTwin
 
 APP_ROOT = APPS_DIR / "social"
@@ -54,16 +53,6 @@ APP = load_app(APP_ROOT)
 CATALOGUE = load_catalogue(APP_ROOT)
 FAULTY = [c for c in CATALOGUE if c.faulty]
 BENIGN = [c for c in CATALOGUE if not c.faulty]
-
-
-def source_files() -> dict[str, str]:
-    """The app's source tree as the pipeline's repository holds it (cf. GitRepo.files_at)."""
-    files = {}
-    for top in REPO_FILES:
-        for p in sorted((APP_ROOT / top).rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-                files[str(p.relative_to(APP_ROOT))] = p.read_text()
-    return files
 
 
 def apply_change(files: dict[str, str], change: CuratedChange) -> dict[str, str]:
@@ -203,7 +192,7 @@ def test_manifests_and_config_follow_the_conventions() -> None:
 
 
 def test_build_runs_the_unit_tests() -> None:
-    result = build(APP, source_files())
+    result = build(APP, source_files(APP_ROOT))
     assert set(result.artifacts) == set(APP.code_services())
     assert result.tests_run >= 10
 
@@ -276,7 +265,7 @@ def test_catalogue_covers_every_change_kind() -> None:
 
 @pytest.mark.parametrize("change", CATALOGUE, ids=lambda c: c.id)
 def test_change_applies_and_builds(change: CuratedChange) -> None:
-    base = source_files()
+    base = source_files(APP_ROOT)
     files = apply_change(base, change)
     build(APP, files)
     tag = change.fault
@@ -299,7 +288,7 @@ def test_change_applies_and_builds(change: CuratedChange) -> None:
 def test_changes_edit_disjoint_regions() -> None:
     """No two changes edit the same or adjacent lines of a file (adjacent edits would make a
     git revert of one conflict with the other)."""
-    base = source_files()
+    base = source_files(APP_ROOT)
     spans: dict[str, list[tuple[int, int, str]]] = {}
     for c in CATALOGUE:
         for e in c.edits:

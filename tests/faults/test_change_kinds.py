@@ -34,11 +34,12 @@ from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
 from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.repo import REPO_FILES, Author, GitRepo
+from pytest_sremarathon.pipeline.repo import Author, GitRepo
 from pytest_sremarathon.pipeline.service import PipelineError, apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.twin.scheduler import ZONE
 
+from support.apps import source_files
 from support.twins import AppTwin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -484,12 +485,6 @@ def _with_changes() -> list[Any]:
     return out
 
 
-def _source(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): p.read_text() for d in REPO_FILES if (root / d).is_dir()
-            for p in sorted((root / d).rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-            and p.suffix != ".pyc"}
-
-
 def _apply(files: dict[str, str], change: CuratedChange) -> dict[str, str]:
     out = dict(files)
     for e in change.edits:
@@ -513,7 +508,7 @@ def _span(text: str, find: str) -> tuple[int, int]:
 
 @pytest.mark.parametrize("root", _with_changes())
 def test_every_curated_change_applies_alone_and_builds(root: Path) -> None:
-    app, files = load_app(root), _source(root)
+    app, files = load_app(root), source_files(root)
     for change in load_catalogue(root):
         build(app, _apply(files, change))  # raises BuildError (unit tests, imports) on failure
         assert change.message and "<" in change.author, f"{change.id}: give an author and a message"
@@ -525,7 +520,7 @@ def test_every_curated_change_applies_alone_and_builds(root: Path) -> None:
 def test_curated_changes_edit_separate_regions(root: Path) -> None:
     """No two changes edit the same or adjacent lines (git could not revert one under the other),
     so any subset applies in any order."""
-    files = _source(root)
+    files = source_files(root)
     catalogue = load_catalogue(root)
     spans: dict[str, list[tuple[int, int, str]]] = {}
     for change in catalogue:

@@ -1,13 +1,14 @@
 """Helpers shared by the tests, importable as ``support.<module>`` from any test.
 
 ``tests/`` is on ``sys.path`` through pytest's ``pythonpath`` ini option (pyproject.toml), so
-this package and the test agents beside it (``tests/*agents*.py``, which an agent's worker
-process imports by name: the host hands its ``sys.path`` on to the worker as ``PYTHONPATH``)
-import the same way in the test process and in every child it starts. Fixtures shared by
-many test files are in ``tests/conftest.py``; fixtures of one directory in its conftest.
+this package and the test agents beside it (``tests/*agents*.py``, named ``module:Class``)
+import the same way in the test process, in an agent's worker process (the host hands its
+``sys.path`` on to the worker as ``PYTHONPATH``) and in the children started through
+``support.cli``. Fixtures shared by many test files are in ``tests/conftest.py``; fixtures of
+one directory in its own conftest.
 
 - ``admission``: the recording policy point (the real policy, plus what it recorded).
-- ``catalogue``: the faulty-change kinds an application's catalogue covers.
+- ``apps``: the faulty-change kinds an app's catalogue covers; an app's source files.
 - ``cli``: ``sremarathon`` run in a child process, with the tests' agents importable.
 - ``fresh_venv``: the environment for installing the package into a fresh virtualenv.
 - ``http``: one HTTP(S) request to a loopback server with the standard library.
