@@ -10,7 +10,7 @@ from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import (HOLD_SECONDS, WEIGHTS, MarathonScore, format_table, score_bundle,
                                         score_events)
 
-from support.recording import Recorder, at, close_all, fault, finding, marathon
+from support.recording import Recorder, at, close_all, fault, finding, marathon, only
 
 
 @pytest.fixture(autouse=True)
@@ -19,10 +19,6 @@ def _close_writers():
     close_all()
 
 CART = "service:shop/cart"
-
-
-def only(score: MarathonScore, fid: str):
-    return next(r for r in score.faults if r.id == fid)
 
 
 def stages(score: MarathonScore, fid: str) -> tuple[bool, bool, bool, float]:

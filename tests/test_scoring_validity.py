@@ -13,7 +13,7 @@ import pytest
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import REPAIR_MIN_CREDIT, WEIGHTS, MarathonScore, format_table, score_bundle, score_events
 
-from support.recording import Recorder, at, close_all, fault, finding
+from support.recording import Recorder, at, close_all, fault, finding, only
 
 CART = "service:shop/cart"
 CANDIDATES = ["service:shop/frontend", "service:shop/checkout", "service:shop/catalog", "service:shop/payments",
@@ -24,10 +24,6 @@ CANDIDATES = ["service:shop/frontend", "service:shop/checkout", "service:shop/ca
 def _close_writers():
     yield
     close_all()
-
-
-def only(score: MarathonScore, fid: str):
-    return next(r for r in score.faults if r.id == fid)
 
 
 def run(tmp_path, *, version: int = 2, impact=("shop/cart", "shop/frontend")) -> Recorder:

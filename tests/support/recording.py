@@ -1,4 +1,5 @@
-"""Build realistic run records with the real BundleWriter (shared by the bundle/scoring tests)."""
+"""Build realistic run records with the real BundleWriter, and read their scores (shared by the
+bundle and scoring tests)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from pytest_sremarathon.events import (
     TruthFaultEnd,
     TruthMitigation,
 )
-from pytest_sremarathon.scoring import SCORING_VERSION
+from pytest_sremarathon.scoring import SCORING_VERSION, MarathonScore
 
 APPS = ("shop", "bank", "blog")
 _OPEN: list[BundleWriter] = []
@@ -49,6 +50,11 @@ def fault(fid: str, *, app: str = "shop", service: str = "cart", kind: str = "co
             "component": component or f"service:{app}/{service}",
             "start": iso(at(start)), "planned_end": iso(at(end)),
             "description": f"{kind} in {app}/{service}"}
+
+
+def only(score: MarathonScore, fid: str):
+    """The scored result of fault ``fid``."""
+    return next(r for r in score.faults if r.id == fid)
 
 
 def finding(incident: str, alerts: Iterable[str], component: Optional[str] = None,
