@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
+from support.exec_fixtures import make_container
+from support.exec_server import ExecTestServer, Pod
 
 from pytest_sremarathon.exec import StaticContainer
-
-from exec_fixtures import make_container
-from exec_server import ExecTestServer, Pod
 
 
 @pytest.fixture

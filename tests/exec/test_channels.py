@@ -13,12 +13,22 @@ from typing import Optional
 import pytest
 from kubernetes import client
 from kubernetes.stream import stream
+from support.exec_server import ExecTestServer
 
 from pytest_sremarathon.exec import channels
-from pytest_sremarathon.exec.channels import (OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, ExecOptions,
-                                              HandshakeError, accept_key, encode_frame, negotiate, read_frame)
-
-from exec_server import ExecTestServer
+from pytest_sremarathon.exec.channels import (
+    OP_BINARY,
+    OP_CLOSE,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    ExecOptions,
+    HandshakeError,
+    accept_key,
+    encode_frame,
+    negotiate,
+    read_frame,
+)
 
 EXEC = "/api/v1/namespaces/default/pods/p/exec"
 

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from exec_server import ExecTestServer
+from support.exec_server import ExecTestServer
 
 EXTRA = os.environ.get("SREMARATHON_KR8S_PATH", "")
 
@@ -42,14 +41,7 @@ print(json.dumps(out))
 
 def test_kr8s_pod_exec(exec_server: ExecTestServer, tmp_path: Path) -> None:
     path = _python_path()
-    config = tmp_path / "kubeconfig"
-    config.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: t, cluster: {{server: "{exec_server.url}"}}}}]
-users: [{{name: u, user: {{}}}}]
-contexts: [{{name: t, context: {{cluster: t, user: u, namespace: default}}}}]
-current-context: t
-""")
+    config = exec_server.write_kubeconfig(tmp_path / "kubeconfig")
     r = subprocess.run([sys.executable, "-c", SCRIPT, str(config)], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]

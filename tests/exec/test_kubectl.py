@@ -3,109 +3,84 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pty
 import select
-import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
 
 import pytest
+from support.exec_server import ExecTestServer
+from support.kubectl import Kubectl, find_kubectl, kubectl_for, require_kubectl
 
-from exec_server import ExecTestServer
-
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-
-
-def versioned(version: str) -> Optional[str]:
-    """The kubectl.1.NN next to the real kubectl binary, if this machine has it."""
-    assert KUBECTL is not None
-    path = Path(os.path.realpath(KUBECTL)).parent / f"kubectl.{version}"
-    return str(path) if path.exists() else None
+pytestmark = pytest.mark.skipif(find_kubectl() is None, reason="kubectl is not installed")
 
 
 @pytest.fixture
-def kubectl(exec_server: ExecTestServer, tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = tmp_path / "kubeconfig"
-    config.write_text(f"""apiVersion: v1
-kind: Config
-clusters: [{{name: t, cluster: {{server: "{exec_server.url}"}}}}]
-users: [{{name: u, user: {{}}}}]
-contexts: [{{name: t, context: {{cluster: t, user: u, namespace: default}}}}]
-current-context: t
-""")
-    base = ["--kubeconfig", str(config), "--cache-dir", str(tmp_path / "cache")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECTL_")}
-
-    def run(*args: str, stdin: Optional[str] = None, binary: Optional[str] = None,
-            extra_env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([binary or KUBECTL or "kubectl", *base, *args], capture_output=True, text=True,
-                              input=stdin if stdin is not None else "", timeout=60, env={**env, **(extra_env or {})})
-
-    run.base = base  # type: ignore[attr-defined]
-    return run
+def kubectl(exec_server: ExecTestServer, tmp_path: Path) -> Kubectl:
+    return kubectl_for(exec_server.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "cache")
 
 
-def test_exit_code_and_separate_streams(kubectl, exec_server: ExecTestServer) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "p", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+def test_exit_code_and_separate_streams(kubectl: Kubectl, exec_server: ExecTestServer) -> None:
+    r = kubectl.run("exec", "p", "--", "sh", "-c", "echo out; echo err >&2; exit 3", check=False)
     assert r.returncode == 3
     assert r.stdout == "out\n"
     assert r.stderr == "err\ncommand terminated with exit code 3\n"
     assert exec_server.last_result().protocol == "v5.channel.k8s.io"
 
 
-def test_success_and_env(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "p", "--", "env")
+def test_success_and_env(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "p", "--", "env", check=False)
     assert (r.returncode, r.stderr) == (0, "")
     assert "DB_URL=postgres://orders-db:5432/orders\n" in r.stdout
 
 
-def test_namespace_and_curl_through_the_network(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "-n", "shop", "cart-7d9f8b-x2x", "--", "sh", "-c",
-                "curl -s -o /dev/null -w '%{http_code}' http://cart.shop:8080/fail; curl -sf http://cart:8080/fail")
+def test_namespace_and_curl_through_the_network(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "-n", "shop", "cart-7d9f8b-x2x", "--", "sh", "-c",
+                    "curl -s -o /dev/null -w '%{http_code}' http://cart.shop:8080/fail; curl -sf http://cart:8080/fail",
+                    check=False)
     assert (r.returncode, r.stdout) == (22, "503")
 
 
-def test_unknown_command_exits_127(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "p", "--", "sh", "-c", "nosuch")
+def test_unknown_command_exits_127(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "p", "--", "sh", "-c", "nosuch", check=False)
     assert (r.returncode, r.stderr) == (127, "sh: nosuch: not found\ncommand terminated with exit code 127\n")
 
 
-def test_piped_stdin(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "-i", "p", "--", "sh", stdin="echo hi\nhostname\nexit 5\n")
+def test_piped_stdin(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "-i", "p", "--", "sh", input="echo hi\nhostname\nexit 5\n", check=False)
     assert (r.returncode, r.stdout) == (5, "hi\np\n")
-    r = kubectl("exec", "-i", "p", "--", "cat", stdin="piped data\n")
+    r = kubectl.run("exec", "-i", "p", "--", "cat", input="piped data\n", check=False)
     assert (r.returncode, r.stdout) == (0, "piped data\n")
 
 
-def test_missing_executable_is_an_internal_error(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "p", "--", "bash")
+def test_missing_executable_is_an_internal_error(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "p", "--", "bash", check=False)
     assert r.returncode == 1
     assert r.stderr.startswith("error: Internal error occurred: error executing command in container: ")
     assert 'exec: "bash": executable file not found in $PATH: unknown' in r.stderr
 
 
-def test_container_flag_and_default_container(kubectl, exec_server: ExecTestServer) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "two", "-c", "sidecar", "--", "hostname")
+def test_container_flag_and_default_container(kubectl: Kubectl, exec_server: ExecTestServer) -> None:
+    r = kubectl.run("exec", "two", "-c", "sidecar", "--", "hostname", check=False)
     assert (r.returncode, r.stdout) == (0, "two\n")
     assert exec_server.last_result().options.container == "sidecar"
-    r = kubectl("exec", "two", "--", "true")
+    r = kubectl.run("exec", "two", "--", "true", check=False)
     assert r.returncode == 0 and 'Defaulted container "app" out of: app, sidecar' in r.stderr
 
 
-def test_missing_pod(kubectl) -> None:  # type: ignore[no-untyped-def]
-    r = kubectl("exec", "nope", "--", "true")
+def test_missing_pod(kubectl: Kubectl) -> None:
+    r = kubectl.run("exec", "nope", "--", "true", check=False)
     assert r.returncode == 1 and 'pods "nope" not found' in r.stderr
 
 
-def test_interactive_tty(kubectl, exec_server: ExecTestServer) -> None:  # type: ignore[no-untyped-def]
+def test_interactive_tty(kubectl: Kubectl, exec_server: ExecTestServer) -> None:
     """``kubectl exec -it p -- sh`` on a real terminal: prompt, echo, line editing, exit code."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([KUBECTL or "kubectl", *kubectl.base, "exec", "-it", "p", "--", "sh"],
-                            stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    proc = subprocess.Popen(kubectl.argv("exec", "-it", "p", "--", "sh"), stdin=slave, stdout=slave, stderr=slave,
+                            close_fds=True, env=kubectl.environ())
     os.close(slave)
     seen = b""
 
@@ -140,20 +115,15 @@ def test_interactive_tty(kubectl, exec_server: ExecTestServer) -> None:  # type:
 
 
 @pytest.mark.parametrize("version", ["1.30", "1.31", "1.33"])
-def test_other_kubectl_versions(kubectl, version: str) -> None:  # type: ignore[no-untyped-def]
-    binary = versioned(version)
-    if binary is None:
-        pytest.skip(f"no kubectl.{version} on this machine")
-    r = kubectl("exec", "p", "--", "sh", "-c", "echo v; exit 2", binary=binary)
+def test_other_kubectl_versions(kubectl: Kubectl, version: str) -> None:
+    older = dataclasses.replace(kubectl, binary=require_kubectl(version))
+    r = older.run("exec", "p", "--", "sh", "-c", "echo v; exit 2", check=False)
     assert (r.returncode, r.stdout) == (2, "v\n")
 
 
-def test_spdy_only_kubectl_gets_a_clear_error(kubectl) -> None:  # type: ignore[no-untyped-def]
-    binary = versioned("1.29")
-    if binary is None:
-        pytest.skip("no kubectl.1.29 on this machine")
-    r = kubectl("exec", "p", "--", "true", binary=binary)
+def test_spdy_only_kubectl_gets_a_clear_error(kubectl: Kubectl) -> None:
+    v129 = dataclasses.replace(kubectl, binary=require_kubectl("1.29"))
+    r = v129.run("exec", "p", "--", "true", check=False)
     assert r.returncode == 1 and "SPDY is not supported" in r.stderr and "Upgrade request required" in r.stderr
-    r = kubectl("exec", "p", "--", "sh", "-c", "exit 6", binary=binary,
-                extra_env={"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "true"})
+    r = v129.run("exec", "p", "--", "sh", "-c", "exit 6", check=False, env={"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "true"})
     assert r.returncode == 6

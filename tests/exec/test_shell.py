@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Optional
 
 import pytest
+from support.exec_fixtures import make_container
 
 from pytest_sremarathon.exec import ExecNotFound, HttpRequest, HttpResponse, StaticContainer, run_exec
 from pytest_sremarathon.exec.shell import BufIn, BufOut
-
-from exec_fixtures import make_container
 
 
 def run(view: StaticContainer, script: Optional[str] = None, *argv: str, stdin: bytes = b"",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prom_helpers import T0, load
+from support.prom_helpers import T0, load
 
 from pytest_sremarathon.prometheus import (
     TSDB,

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from prom_helpers import T0
+from support.prom_helpers import T0
 
 from pytest_sremarathon.prometheus import (
     TSDB,

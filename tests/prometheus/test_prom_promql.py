@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from prom_helpers import T0, by, instant, load, matrix, one
+from support.prom_helpers import T0, by, instant, load, matrix, one
 
 from pytest_sremarathon.prometheus import (
     TSDB,

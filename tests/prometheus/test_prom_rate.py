@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from prom_helpers import T0, by, instant, load, one
+from support.prom_helpers import T0, by, instant, load, one
 
 from pytest_sremarathon.prometheus import TSDB, Engine
 from pytest_sremarathon.prometheus.values import Vector

@@ -10,10 +10,13 @@ one directory in its own conftest.
 - ``admission``: the recording policy point (the real policy, plus what it recorded).
 - ``apps``: the faulty-change kinds an app's catalogue covers; an app's source files.
 - ``cli``: ``sremarathon`` run in a child process, with the tests' agents importable.
+- ``exec_fixtures``, ``exec_server``: the fake container and the test-only API server the
+  exec tests (tests/exec/) run ``kubectl exec`` and the Python clients against.
 - ``fresh_venv``: the environment for installing the package into a fresh virtualenv.
 - ``http``: one HTTP(S) request to a loopback server with the standard library.
 - ``kube``: the twin standing in for a real cluster's API server (the kube tests).
 - ``kubectl``: finding the real kubectl (and older client versions) and running it.
+- ``prom_helpers``: small builders and queries for the Prometheus tests (tests/prometheus/).
 - ``recording``: realistic run records made with the real BundleWriter.
 - ``twins``: applications on a twin without a marathon (a cluster behind its pipelines, or
   the whole twin backend), advanced tick by tick.

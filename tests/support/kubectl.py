@@ -13,9 +13,10 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -64,10 +65,12 @@ class Kubectl:
     kubeconfig: Path
     cache_dir: Path
 
-    def _argv(self, *args: str) -> list[str]:
+    def argv(self, *args: str) -> list[str]:
+        """The command line of ``kubectl ARGS`` against this kubeconfig and cache."""
         return [self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir), *args]
 
-    def _env(self, extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    def environ(self, extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+        """Its environment: this one without ``KUBE*``, ``HOME`` its cache; ``extra`` on top."""
         environ = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
         environ["HOME"] = str(self.cache_dir)
         environ.update(extra or {})
@@ -75,10 +78,11 @@ class Kubectl:
 
     def run(self, *args: str, input: Optional[str] = None, check: bool = True,
             env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess:
-        """``kubectl ARGS``; with ``check``, a non-zero exit fails the test with its output.
-        ``env`` adds variables (``KUBE_EDITOR`` for ``kubectl edit``)."""
-        proc = subprocess.run(self._argv("--request-timeout", "20s", *args), input=input, capture_output=True,
-                              text=True, timeout=60, env=self._env(env))
+        """``kubectl ARGS`` with ``input`` on its stdin (nothing by default: never the test
+        process's own); with ``check``, a non-zero exit fails the test with its output. ``env``
+        adds variables (``KUBE_EDITOR`` for ``kubectl edit``)."""
+        proc = subprocess.run(self.argv("--request-timeout", "20s", *args), input="" if input is None else input,
+                              capture_output=True, text=True, timeout=60, env=self.environ(env))
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
                                  f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
@@ -86,8 +90,8 @@ class Kubectl:
 
     def start(self, *args: str) -> subprocess.Popen:
         """``kubectl ARGS`` left running (a watch), its output read as it comes; the caller ends it."""
-        return subprocess.Popen(self._argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self._env())
+        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.environ())
 
     def __call__(self, *args: str, input: Optional[str] = None) -> str:
         return self.run(*args, input=input).stdout

@@ -10,7 +10,8 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from pytest_sremarathon.exec import ContainerView, ExecResult, HandshakeError, error_response, exec_in_container
@@ -63,6 +64,17 @@ class ExecTestServer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig for this server (plain HTTP, no credentials, namespace ``default``)."""
+        path.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: t, cluster: {{server: "{self.url}"}}}}]
+users: [{{name: u, user: {{}}}}]
+contexts: [{{name: t, context: {{cluster: t, user: u, namespace: default}}}}]
+current-context: t
+""")
+        return path
 
     def last_result(self, timeout: float = 10.0) -> ExecResult:
         """The newest exec's result, once its session has ended on the server side."""
