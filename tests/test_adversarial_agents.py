@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from support.admission import RecordingAdmission
+from support.cli import run_json
 
 from pytest_sremarathon.agent.protocol import (
     Alert,
@@ -39,13 +41,10 @@ from pytest_sremarathon.baselines import (
 from pytest_sremarathon.baselines.adversarial import TOUCHED
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import VirtualClock, iso
+from pytest_sremarathon.k8s.store import Store
 from pytest_sremarathon.policy import MutationRequest
 from pytest_sremarathon.twin.apiserver import ApiServer
 from pytest_sremarathon.twin.defaults import apply_defaults
-from pytest_sremarathon.k8s.store import Store
-
-from support.admission import RecordingAdmission
-from support.cli import run_json
 
 T0 = datetime(2026, 1, 5, 6, 0, tzinfo=timezone.utc)
 TOKEN = "agent-token-adversarial-0123"

@@ -15,14 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import run_json
 
 from pytest_sremarathon.agent.protocol import Change
-from pytest_sremarathon.baselines import (HeuristicSRE, LLMAgent, _diff_tokens, _Evidence, _Hypothesis,
-                                          _parse_chain, _Pod, _tokens, _View)
+from pytest_sremarathon.baselines import (
+    HeuristicSRE,
+    LLMAgent,
+    _diff_tokens,
+    _Evidence,
+    _Hypothesis,
+    _parse_chain,
+    _Pod,
+    _tokens,
+    _View,
+)
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.scoring import score_bundle
-
-from support.cli import run_json
 
 T0 = datetime(2026, 1, 5, 3, 0, tzinfo=timezone.utc)
 

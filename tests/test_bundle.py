@@ -18,15 +18,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
+from support.cli import child_env
+from support.recording import Recorder, at, close_all, fault, finding, marathon
 
-from pytest_sremarathon.bundle import (FORMAT, BundleWriter, commitment, load_signing_key, open_bundle, pack,
-                                       verify)
+from pytest_sremarathon.bundle import FORMAT, BundleWriter, commitment, load_signing_key, open_bundle, pack, verify
 from pytest_sremarathon.clock import EPOCH, iso
 from pytest_sremarathon.events import GENESIS, TruthFault, canonical, sha256_hex
 from pytest_sremarathon.scoring import score_bundle
-
-from support.cli import child_env
-from support.recording import Recorder, at, close_all, fault, finding, marathon
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.cli import run_cli
 
 from pytest_sremarathon.builtin import APPS_DIR, builtin_path
 from pytest_sremarathon.scenario import ScenarioFile, load_scenario
-
-from support.cli import run_cli
 
 
 def sremarathon(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:

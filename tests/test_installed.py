@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.fresh_venv import clean_env
 
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.bundle import verify
-
-from support.fresh_venv import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent

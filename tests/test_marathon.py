@@ -7,12 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.cli import events_bytes, run_cli, run_json
 
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.calibration import alert_mix
-
-from support.cli import events_bytes, run_cli, run_json
 
 
 def step_outcomes(bundle: str) -> list[str]:

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.twins import AppTwin
 
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
-
-from support.twins import AppTwin
 
 SHOP = APPS_DIR / "shop"
 CONFIG = "config/recommendation.yaml"

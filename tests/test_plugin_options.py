@@ -40,8 +40,8 @@ def test_options_are_in_their_own_group_with_ini_keys(pytester: pytest.Pytester)
 
 
 def test_marathon_out_and_signing_key(pytester: pytest.Pytester, marathon_file) -> None:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = Ed25519PrivateKey.generate()
     raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.fresh_venv import clean_env
 
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.bundle import open_bundle, verify
-
-from support.fresh_venv import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT_PACKAGE = Path(__file__).resolve().parent / "thirdparty_agent"

@@ -14,12 +14,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.cli import run_json
 
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.policy import DEFAULT_RULES, READ_RULES, RULES, MutationRequest, Policy
 from pytest_sremarathon.scoring import score_bundle
-
-from support.cli import run_json
 
 # ------------------------------------------------------------------------------------ the agent
 

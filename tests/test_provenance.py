@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import run_json
+from support.kubectl import find_kubectl
+from support.twins import AppTwin, default_app
 
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.infrastructure import rollout_restart
 from pytest_sremarathon.provenance import Cause, EvidenceRef, Provenance
-
-from support.cli import run_json
-from support.kubectl import find_kubectl
-from support.twins import AppTwin, default_app
 
 NS = "shop"
 

@@ -10,14 +10,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli, run_json
 
 from pytest_sremarathon.baselines import RollbackAgent
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.report import collect, render
 from pytest_sremarathon.scoring import score_bundle
-
-from support.cli import run_cli, run_json
 
 
 class ReportedAgent(RollbackAgent):

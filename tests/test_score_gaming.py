@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import pytest
+from support.cli import run_json
 
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import WEIGHTS
-
-from support.cli import run_json
 
 pytestmark = pytest.mark.slow
 

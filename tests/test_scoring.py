@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.recording import Recorder, at, close_all, fault, finding, marathon, only
 
 from pytest_sremarathon.bundle import open_bundle
-from pytest_sremarathon.scoring import (HOLD_SECONDS, WEIGHTS, MarathonScore, format_table, score_bundle,
-                                        score_events)
-
-from support.recording import Recorder, at, close_all, fault, finding, marathon, only
+from pytest_sremarathon.scoring import HOLD_SECONDS, WEIGHTS, MarathonScore, format_table, score_bundle, score_events
 
 
 @pytest.fixture(autouse=True)

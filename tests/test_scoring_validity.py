@@ -9,11 +9,17 @@ rules.
 from __future__ import annotations
 
 import pytest
+from support.recording import Recorder, at, close_all, fault, finding, only
 
 from pytest_sremarathon.bundle import open_bundle
-from pytest_sremarathon.scoring import REPAIR_MIN_CREDIT, WEIGHTS, MarathonScore, format_table, score_bundle, score_events
-
-from support.recording import Recorder, at, close_all, fault, finding, only
+from pytest_sremarathon.scoring import (
+    REPAIR_MIN_CREDIT,
+    WEIGHTS,
+    MarathonScore,
+    format_table,
+    score_bundle,
+    score_events,
+)
 
 CART = "service:shop/cart"
 CANDIDATES = ["service:shop/frontend", "service:shop/checkout", "service:shop/catalog", "service:shop/payments",

@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import events_bytes, run_json
 
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.clock import parse_iso
 from pytest_sremarathon.pipeline.builds import BuildTimes
 from pytest_sremarathon.scenario import ScenarioFile
 from pytest_sremarathon.thinktime import ThinkTime, is_free, parse_think_time
-
-from support.cli import events_bytes, run_json
 
 ONE_FAULT = {"faults": 1, "families": {"change": 1}, "benign_per_faulty": 0, "warmup": "10m", "quiet_tail": "30m",
              "duration_min": "40m"}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_sremarathon.bundle import open_bundle
 from support.cli import run_json
+
+from pytest_sremarathon.bundle import open_bundle
 
 
 def test_an_agent_commit_in_its_checkout_deploys_as_a_push_to_main(tmp_path: Path, write_scenario) -> None:

@@ -11,6 +11,7 @@ from pytest_sremarathon.agent.loader import AgentLoadError, resolve_agent
 
 def test_resolves_a_class_and_baselines():
     import agents_for_tests
+
     from pytest_sremarathon.baselines import NoopAgent, RollbackAgent
 
     assert resolve_agent("agents_for_tests:EchoAgent") is agents_for_tests.EchoAgent

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
+from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
+from support.twins import AppTwin
 
 from pytest_sremarathon.alerts.engine import AlertEngine
 from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
@@ -26,13 +28,10 @@ from pytest_sremarathon.apps import AppSpec, load_app
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
-from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.service import apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
-
-from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
-from support.twins import AppTwin
+from pytest_sremarathon.pipeline.build import build
+from pytest_sremarathon.pipeline.service import apply_edit
 
 APP_ROOT = APPS_DIR / "hotel"
 NS = "hotel"

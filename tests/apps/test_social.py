@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 import pytest
 import yaml
+from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
+from support.twins import AppTwin
 
 from pytest_sremarathon.alerts.engine import AlertEngine
 from pytest_sremarathon.alerts.noise import NoiseConfig, NoiseGenerator
@@ -28,13 +30,10 @@ from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
-from pytest_sremarathon.pipeline.build import build
-from pytest_sremarathon.pipeline.service import apply_edit
 from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.k8s.quantity import memory_bytes
-
-from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
-from support.twins import AppTwin
+from pytest_sremarathon.pipeline.build import build
+from pytest_sremarathon.pipeline.service import apply_edit
 
 APP_ROOT = APPS_DIR / "social"
 NS = "social"

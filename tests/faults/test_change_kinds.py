@@ -24,23 +24,28 @@ from typing import Any, Callable, Optional
 
 import pytest
 import yaml
+from support.apps import source_files
+from support.twins import AppTwin
 
-from pytest_sremarathon.alerts.rules import (crash_looping, high_error_rate, latency_slo_burn, memory_near_limit,
-                                             oom_killed, pods_not_ready)
+from pytest_sremarathon.alerts.rules import (
+    crash_looping,
+    high_error_rate,
+    latency_slo_burn,
+    memory_near_limit,
+    oom_killed,
+    pods_not_ready,
+)
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
+from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import Author, GitRepo
 from pytest_sremarathon.pipeline.service import PipelineError, apply_edit
-from pytest_sremarathon.k8s.objects import pod_is_ready
 from pytest_sremarathon.twin.scheduler import ZONE
-
-from support.apps import source_files
-from support.twins import AppTwin
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = APPS_DIR

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 import pluggy
 import pytest
+from support.twins import AppTwin, default_app
 
 from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.apps import AppSpec
@@ -28,12 +29,10 @@ from pytest_sremarathon.faults import Fault, FaultKind, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange
 from pytest_sremarathon.faults.infrastructure import partition_gaps, utilisation
 from pytest_sremarathon.hookspecs import standalone_plugin_manager
-from pytest_sremarathon.marathon import Marathon, MarathonOptions
-from pytest_sremarathon.scenario import Scenario, ScenarioFile, load_scenario
 from pytest_sremarathon.k8s.objects import condition
 from pytest_sremarathon.k8s.store import iso
-
-from support.twins import AppTwin, default_app
+from pytest_sremarathon.marathon import Marathon, MarathonOptions
+from pytest_sremarathon.scenario import Scenario, ScenarioFile, load_scenario
 
 SCENARIO = SCENARIOS_DIR / "default.yaml"
 NS = "shop"

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from support.admission import RecordingAdmission
+from support.kubectl import kubectl_for
 
 from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.bundle import open_bundle, verify
@@ -24,9 +26,6 @@ from pytest_sremarathon.kube.api import KubeApi
 from pytest_sremarathon.kube.proxy import PolicyProxy
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.scenario import load_scenario
-
-from support.admission import RecordingAdmission
-from support.kubectl import kubectl_for
 
 pytestmark = pytest.mark.kind
 

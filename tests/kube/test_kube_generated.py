@@ -15,27 +15,25 @@ from typing import Iterator
 
 import pytest
 import yaml
-
-from pytest_sremarathon.alerts.rules import DEFAULT_RULES, crash_looping
-from pytest_sremarathon.apps import load_app
-from pytest_sremarathon.builtin import APPS_DIR
-from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.kube import images, kind, manifests, node_faults
-from pytest_sremarathon.kube.api import KubeApi
-from pytest_sremarathon.kube.cluster import KubeCluster
-from pytest_sremarathon.backends import resolve_backend
-from pytest_sremarathon.runtime.artifacts import package
-from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
-from pytest_sremarathon.runtime.artifacts import datastore, read_artifact
-from pytest_sremarathon.twin.apiserver import ApiServer
-from pytest_sremarathon.cluster import Topology
-from pytest_sremarathon.twin.cluster import TwinCluster
-from pytest_sremarathon.runtime.code import ArtifactStore
-from pytest_sremarathon.k8s.store import Store
-
 from support.admission import RecordingAdmission
 from support.kube import ORCHESTRATOR_TOKEN, shop_scenario
 from support.twins import run_for
+
+from pytest_sremarathon.alerts.rules import DEFAULT_RULES, crash_looping
+from pytest_sremarathon.apps import load_app
+from pytest_sremarathon.backends import resolve_backend
+from pytest_sremarathon.builtin import APPS_DIR
+from pytest_sremarathon.clock import VirtualClock
+from pytest_sremarathon.cluster import Topology
+from pytest_sremarathon.k8s.store import Store
+from pytest_sremarathon.kube import images, kind, manifests, node_faults
+from pytest_sremarathon.kube.api import KubeApi
+from pytest_sremarathon.kube.cluster import KubeCluster
+from pytest_sremarathon.pipeline.service import PipelineError, Pipelines
+from pytest_sremarathon.runtime.artifacts import datastore, package, read_artifact
+from pytest_sremarathon.runtime.code import ArtifactStore
+from pytest_sremarathon.twin.apiserver import ApiServer
+from pytest_sremarathon.twin.cluster import TwinCluster
 
 SHOP = APPS_DIR / "shop"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from support.http import get_text, post_json
 
 from pytest_sremarathon.apps import AppSpec, load_app
 from pytest_sremarathon.builtin import APPS_DIR
@@ -19,8 +20,6 @@ from pytest_sremarathon.kube.scrape import PodScrape, ServiceMetrics, parse
 from pytest_sremarathon.kube.traffic import LoadGenerator, http_sender
 from pytest_sremarathon.pipeline.service import Pipelines
 from pytest_sremarathon.runtime.local import LocalCluster
-
-from support.http import get_text, post_json
 
 SHOP = APPS_DIR / "shop"
 

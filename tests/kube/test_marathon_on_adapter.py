@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.kube import HookStub, kube_on_twin_factory
+
 from pytest_sremarathon.agent_host import AgentSpec
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.scenario import load_scenario
-
-from support.kube import HookStub, kube_on_twin_factory
 
 
 def test_a_marathon_runs_on_the_real_backend_adapter(write_scenario, tmp_path: Path) -> None:

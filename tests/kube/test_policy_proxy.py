@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
-from pytest_sremarathon.backends.agent_api import PREFIX, make_handler
-from pytest_sremarathon.kube.api import KubeApi
-from pytest_sremarathon.kube.proxy import PolicyProxy, mutation_verb, parse_path
-
 from support.admission import RecordingAdmission
 from support.http import request
 from support.kube import ORCHESTRATOR_TOKEN, Upstream
 from support.kubectl import Kubectl, kubectl_for
+
+from pytest_sremarathon.backends.agent_api import PREFIX, make_handler
+from pytest_sremarathon.kube.api import KubeApi
+from pytest_sremarathon.kube.proxy import PolicyProxy, mutation_verb, parse_path
 
 AGENT_TOKEN = "agent-token-through-the-proxy-42"
 

@@ -9,17 +9,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from support.http import get_text, post_json
 
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.builtin import APPS_DIR
 from pytest_sremarathon.kube.scrape import PodCounters, histogram_quantile, parse
 from pytest_sremarathon.pipeline.build import package
-from pytest_sremarathon.runtime import (ArtifactError, HttpRouter, Registry, ServiceServer, burn_cpu, content_digest,
-                                        read_artifact, write_artifact)
+from pytest_sremarathon.runtime import (
+    ArtifactError,
+    HttpRouter,
+    Registry,
+    ServiceServer,
+    burn_cpu,
+    content_digest,
+    read_artifact,
+    write_artifact,
+)
 from pytest_sremarathon.runtime.artifacts import datastore
 from pytest_sremarathon.runtime.code import Artifact, Context, ServiceError, StoreError, UpstreamTimeout
-
-from support.http import get_text, post_json
 
 SHOP = APPS_DIR / "shop"
 

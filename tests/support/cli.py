@@ -8,8 +8,9 @@ import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Optional, Union
 
 #: The tests' import root (pyproject's ``pythonpath``): the test agents and ``support``.
 TESTS = Path(__file__).resolve().parents[1]

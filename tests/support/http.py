@@ -6,8 +6,9 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 
 @dataclass

@@ -4,9 +4,10 @@ bundle and scoring tests)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from pytest_sremarathon.agent.protocol import Alert, Claim, Finding, Report
 from pytest_sremarathon.bundle import BundleWriter, commitment
@@ -169,7 +170,7 @@ def marathon(run_dir: Path, *, n_faults: int = 6, hours: float = 3, seed: int = 
     rec = Recorder(run_dir, faults, seed=seed, key=key, minutes=minutes)
     rec.writer.add_file("wall.json", '{"seconds": 12.5}')
     fault_alerts: dict[str, list[str]] = {f["id"]: [] for f in faults}
-    pending = sorted(((f["start"], "inject", f["id"]) for f in faults))
+    pending = sorted((f["start"], "inject", f["id"]) for f in faults)
     ends = {f["id"]: f["planned_end"] for f in faults}
     active: set[str] = set()
     repaired: set[str] = set()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import random
 import tempfile
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
 
 from pytest_sremarathon.apps import AppSpec
 from pytest_sremarathon.backends.twin import TwinBackend

@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-
-from pytest_sremarathon.clock import VirtualClock, iso
-from pytest_sremarathon.twin.apiserver import ApiServer
-from pytest_sremarathon.serving.http import Request, Response
-from pytest_sremarathon.twin.defaults import apply_defaults
-from pytest_sremarathon.k8s.store import Store
-
 from support.admission import RecordingAdmission
 from support.http import RawResponse, request
 from support.kubectl import Kubectl, kubectl_for
+
+from pytest_sremarathon.clock import VirtualClock, iso
+from pytest_sremarathon.k8s.store import Store
+from pytest_sremarathon.serving.http import Request, Response
+from pytest_sremarathon.twin.apiserver import ApiServer
+from pytest_sremarathon.twin.defaults import apply_defaults
 
 NS = "shop"
 AGENT_TOKEN = "agent-token-0123456789"

@@ -8,14 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_sremarathon.clock import VirtualClock
-from pytest_sremarathon.policy import Decision, MutationRequest
-from pytest_sremarathon.scenario import load_scenario
-from pytest_sremarathon.k8s.objects import condition, pod_is_ready
-
 from support.twins import DEFAULT_SCENARIO, BackendTwin
 
+from pytest_sremarathon.clock import VirtualClock
+from pytest_sremarathon.k8s.objects import condition, pod_is_ready
+from pytest_sremarathon.policy import Decision, MutationRequest
+from pytest_sremarathon.scenario import load_scenario
 
 
 class AllowAll:

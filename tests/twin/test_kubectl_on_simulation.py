@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_sremarathon.builtin import SCENARIOS_DIR
-from pytest_sremarathon.scenario import load_scenario
-
 from support.admission import RecordingAdmission
 from support.kubectl import Kubectl, kubectl_for
 from support.twins import DEFAULT_SCENARIO, BackendTwin
+
+from pytest_sremarathon.builtin import SCENARIOS_DIR
+from pytest_sremarathon.scenario import load_scenario
 
 TOKEN = "sim-agent-token"
 
