@@ -18,6 +18,7 @@ one directory in its own conftest.
 - ``kubectl``: finding the real kubectl (and older client versions) and running it.
 - ``prom_helpers``: small builders and queries for the Prometheus tests (tests/prometheus/).
 - ``recording``: realistic run records made with the real BundleWriter.
+- ``trace_world``: pods and recorded requests for the tracing tests (tests/tracing/).
 - ``twins``: applications on a twin without a marathon (a cluster behind its pipelines, or
   the whole twin backend), advanced tick by tick.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from trace_world import HOTEL_FRONTEND, MINUTE, T0, checkout_request, home_request
+from support.trace_world import HOTEL_FRONTEND, MINUTE, T0, checkout_request, home_request
 
 from pytest_sremarathon.tracing import JaegerQuery, TraceRecorder
 

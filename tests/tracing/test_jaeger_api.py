@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from trace_world import CART, MINUTE, T0
+from support.trace_world import CART, MINUTE, T0
 
 from pytest_sremarathon.tracing import JaegerQuery, TraceRecorder
 from pytest_sremarathon.tracing.jaeger import parse_go_duration, parse_trace_id

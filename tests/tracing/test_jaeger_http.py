@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from loopback_handler import HandlerServer, request
-from trace_world import MINUTE, T0
+from support.trace_world import MINUTE, T0
 
 from pytest_sremarathon.tracing import JaegerQuery, TraceRecorder
 

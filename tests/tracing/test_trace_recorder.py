@@ -6,7 +6,7 @@ import gc
 import random
 
 import pytest
-from trace_world import (
+from support.trace_world import (
     CART,
     CHECKOUT,
     FRONTEND,

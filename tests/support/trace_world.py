@@ -1,5 +1,4 @@
-"""A small world of pods and recorded requests for the tracing tests. A module of its own, not
-conftest.py: test modules import it by name, and ``conftest`` is every test directory's name."""
+"""A small world of pods and recorded requests for the tracing tests (tests/tracing/)."""
 
 from __future__ import annotations
 
