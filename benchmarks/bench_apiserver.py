@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "twin"))
+# The populated store and canned telemetry are the API server tests' own fixtures (tests/twin/conftest.py,
+# which imports tests/support/): a benchmark script borrows them from the test tree.
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 def _client_loop(kubeconfig: str, threads: int, seconds: float, raw: bool, start_at: float, out: "mp.Queue") -> None:
@@ -66,7 +67,8 @@ def main() -> None:
     ap.add_argument("--raw", action="store_true", help="skip client-side model deserialisation")
     args = ap.parse_args()
 
-    from conftest import AGENT_TOKEN, CannedTelemetry, RecordingAdmission, populate  # tests/twin/conftest.py
+    from support.admission import RecordingAdmission
+    from twin.conftest import AGENT_TOKEN, CannedTelemetry, populate
 
     from pytest_sremarathon.clock import VirtualClock
     from pytest_sremarathon.twin.apiserver import ApiServer

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_sremarathon.tracing import ActiveTrace, JaegerQuery, TraceRecorder
 
