@@ -70,6 +70,13 @@ from pytest_sremarathon.agent.protocol import (
     Report,
     ServiceError,
 )
+from pytest_sremarathon.baselines.alerts import alert_service as _alert_service
+from pytest_sremarathon.baselines.alerts import latest_alerts as _latest_alerts
+from pytest_sremarathon.baselines.kube_client import APP_LABEL, RESTARTED_AT, ZONE_LABEL, KubeError  # noqa: F401
+from pytest_sremarathon.baselines.kube_client import KubeClient as _Kube
+from pytest_sremarathon.baselines.times import iso as _iso
+from pytest_sremarathon.baselines.times import parse_time as _parse_time
+from pytest_sremarathon.baselines.times import utc as _utc
 
 __all__ = ["NoopAgent", "RollbackAgent", "RestartAgent", "ClaimEverything", "HeuristicSRE", "LLMAgent",
            # adversarial baselines (pytest_sremarathon.baselines.adversarial, re-exported at the end)
@@ -85,10 +92,6 @@ class NoopAgent:
 
     def step(self, obs: Observation) -> Report:
         return Report()
-
-
-def _utc(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 class RollbackAgent:
@@ -239,38 +242,8 @@ class RollbackAgent:
 
 
 # =============================================================================================
-# Shared helpers: time, the workspace journal, the Kubernetes API
+# The workspace journal (HeuristicSRE and LLMAgent; the others use journal.Journal)
 # =============================================================================================
-
-RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
-ZONE_LABEL = "topology.kubernetes.io/zone"
-APP_LABEL = "app"
-
-
-def _iso(t: datetime) -> str:
-    return _utc(t).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: Optional[str]) -> Optional[datetime]:
-    if not value:
-        return None
-    try:
-        return _utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
-    except ValueError:
-        return None
-
-
-def _latest_alerts(obs: Observation) -> dict[str, Alert]:
-    latest: dict[str, Alert] = {}
-    for alert in [*obs.alerts, *obs.new_alerts]:
-        latest[alert.id] = alert
-    return latest
-
-
-def _alert_service(alert: Alert) -> Optional[tuple[str, str]]:
-    app = alert.labels.get("app") or alert.labels.get("namespace")
-    service = alert.labels.get("service")
-    return (app, service) if app and service else None
 
 
 class _Journal:
@@ -297,118 +270,6 @@ class _Journal:
             os.replace(tmp, self.path)
         except OSError:
             pass  # a convenience: the in-memory state carries on
-
-
-class KubeError(Exception):
-    """A Kubernetes API call failed: ``status`` (HTTP, 0 if unreachable) and the server's message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
-        self.message = message
-
-    @property
-    def denied(self) -> bool:
-        return self.status == 403
-
-
-class _Kube:
-    """The few Kubernetes operations the baselines need, through the official client.
-
-    Reads return the API's JSON (``_preload_content=False``: no model objects), writes are the
-    ones an SRE uses: rollout restart (the template annotation ``kubectl`` sets), scale, cordon,
-    uncordon, evict, ``set env``.
-    """
-
-    def __init__(self, kubeconfig: Path) -> None:
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        config.load_kube_config(str(kubeconfig), client_configuration=configuration)
-        configuration.retries = 1
-        api = client.ApiClient(configuration)
-        self._client = client
-        self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.timeout = 20
-
-    def _call(self, fn: Any, *args: Any, raw: bool = True, **kwargs: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            if raw:
-                resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
-                data = resp.data
-                return json.loads(data) if data else {}
-            return fn(*args, _request_timeout=self.timeout, **kwargs)
-        except ApiException as exc:
-            message = exc.reason or ""
-            try:
-                message = json.loads(exc.body or "{}").get("message") or message
-            except (ValueError, AttributeError):
-                pass
-            raise KubeError(int(exc.status or 0), str(message)) from None
-        except Exception as exc:  # noqa: BLE001 - connection errors of every flavour
-            raise KubeError(0, f"{type(exc).__name__}: {exc}") from None
-
-    # -- reads --
-    def nodes(self) -> list[dict[str, Any]]:
-        return self._call(self.core.list_node).get("items", [])
-
-    def pods(self, namespace: Optional[str] = None) -> list[dict[str, Any]]:
-        if namespace:
-            return self._call(self.core.list_namespaced_pod, namespace).get("items", [])
-        return self._call(self.core.list_pod_for_all_namespaces).get("items", [])
-
-    def deployments(self, namespace: str) -> list[dict[str, Any]]:
-        return self._call(self.apps.list_namespaced_deployment, namespace).get("items", [])
-
-    def configmaps(self, namespace: str) -> list[dict[str, Any]]:
-        return self._call(self.core.list_namespaced_config_map, namespace).get("items", [])
-
-    def node_metrics(self) -> list[dict[str, Any]]:
-        return self._call(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "nodes").get("items", [])
-
-    def pod_metrics(self) -> list[dict[str, Any]]:
-        return self._call(self.custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "pods").get("items", [])
-
-    def log(self, namespace: str, pod: str, *, since_seconds: int = 600, tail: int = 400,
-            previous: bool = False) -> str:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = self.core.read_namespaced_pod_log(pod, namespace, since_seconds=since_seconds, tail_lines=tail,
-                                                     previous=previous, _preload_content=False,
-                                                     _request_timeout=self.timeout)
-            return resp.data.decode("utf-8", "replace")
-        except ApiException:
-            return ""
-        except Exception:  # noqa: BLE001
-            return ""
-
-    # -- writes --
-    def restart(self, namespace: str, deployment: str, when: datetime) -> None:
-        body = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: _iso(when)}}}}}
-        self._call(self.apps.patch_namespaced_deployment, deployment, namespace, body, raw=False)
-
-    def scale(self, namespace: str, deployment: str, replicas: int) -> None:
-        self._call(self.apps.patch_namespaced_deployment_scale, deployment, namespace,
-                   {"spec": {"replicas": int(replicas)}}, raw=False)
-
-    def cordon(self, node: str, on: bool = True) -> None:
-        self._call(self.core.patch_node, node, {"spec": {"unschedulable": True if on else None}}, raw=False)
-
-    def evict(self, namespace: str, pod: str) -> None:
-        c = self._client
-        body = c.V1Eviction(metadata=c.V1ObjectMeta(name=pod, namespace=namespace))
-        self._call(self.core.create_namespaced_pod_eviction, pod, namespace, body, raw=False)
-
-    def set_env(self, namespace: str, deployment: str, container: str, name: str, value: str) -> None:
-        """``kubectl set env deployment/<d> NAME=value`` (a strategic merge on the container's env)."""
-        body = {"spec": {"template": {"spec": {"containers": [
-            {"name": container, "env": [{"name": name, "value": value}]}]}}}}
-        self._call(self.apps.patch_namespaced_deployment, deployment, namespace, body, raw=False)
 
 
 # =============================================================================================
