@@ -18,7 +18,7 @@ Run any of them with ``--agent=pytest_sremarathon.baselines:<Name>``:
 
 Like the honest baselines they use nothing but the public contract
 (:mod:`pytest_sremarathon.agent.protocol`) and the Kubernetes API through the run's
-kubeconfig (the official client, via the package's small ``_Kube`` wrapper): what any
+kubeconfig (the official client, via :class:`~pytest_sremarathon.baselines.kube_client.KubeClient`): what any
 third-party agent could do. They exist so the test suite can bound what each strategy earns.
 
 All are deterministic (everything is sorted; the only randomness is seeded by ``obs.step``),
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -43,7 +44,9 @@ from pytest_sremarathon.agent.protocol import (
     Report,
     ServiceError,
 )
-from pytest_sremarathon.baselines import ZONE_LABEL, KubeError, _Kube, _latest_alerts, _utc
+from .alerts import alert_service, by_start, latest_alerts
+from .kube_client import ZONE_LABEL, KubeClient, KubeError
+from .times import utc
 
 __all__ = ["SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing", "SprayAlerts",
            "RestartEverything"]
@@ -78,7 +81,7 @@ class _Group:
 
 def _ordered(obs: Observation) -> list[Alert]:
     """Every alert of the observation, latest state, by (start, id)."""
-    return sorted(_latest_alerts(obs).values(), key=lambda a: (_utc(a.starts_at), a.id))
+    return by_start(latest_alerts(obs))
 
 
 def _firing_groups(obs: Observation) -> list[_Group]:
@@ -88,10 +91,10 @@ def _firing_groups(obs: Observation) -> list[_Group]:
     for alert in _ordered(obs):
         if alert.status != "firing":
             continue
-        app = alert.labels.get("app") or alert.labels.get("namespace")
-        service = alert.labels.get("service")
-        if not app or not service:
+        svc = alert_service(alert)
+        if svc is None:
             continue
+        app, service = svc
         group = groups.get((app, service))
         if group is None:
             group = groups[(app, service)] = _Group(app, alert.labels.get("namespace") or app, service)
@@ -106,12 +109,12 @@ class _Cluster:
     def __init__(self) -> None:
         self.deployments: dict[str, list[str]] = {}
         self.nodes: Optional[dict[str, str]] = None  # node -> zone ("" when unlabelled)
-        self._kube: Optional[_Kube] = None
+        self._kube: Optional[KubeClient] = None
 
-    def kube(self, kubeconfig: Path) -> _Kube:
+    def kube(self, kubeconfig: Path) -> KubeClient:
         if self._kube is None:
             try:
-                self._kube = _Kube(Path(kubeconfig))
+                self._kube = KubeClient(Path(kubeconfig))
             except Exception as exc:  # noqa: BLE001 - a missing or broken kubeconfig
                 raise KubeError(0, f"cannot load the kubeconfig: {type(exc).__name__}: {exc}") from None
         return self._kube
@@ -228,15 +231,15 @@ class SprayChanges(_Adversary):
     """
 
     def _step(self, obs: Observation, notes: list[str]) -> tuple[list[Finding], list[Claim]]:
-        since = _utc(obs.time) - CHANGE_WINDOW
-        until = _utc(obs.time)
+        since = utc(obs.time) - CHANGE_WINDOW
+        until = utc(obs.time)
         changes: dict[str, list[str]] = {}
         findings: list[Finding] = []
         for g in _firing_groups(obs):
             if g.app not in changes:
                 try:
-                    recent = [c for c in obs.pipeline.changes(g.app) if since <= _utc(c.time) <= until]
-                    changes[g.app] = [c.id for c in sorted(recent, key=lambda c: (_utc(c.time), c.id))]
+                    recent = [c for c in obs.pipeline.changes(g.app) if since <= utc(c.time) <= until]
+                    changes[g.app] = [c.id for c in sorted(recent, key=lambda c: (utc(c.time), c.id))]
                 except ServiceError as exc:
                     notes.append(f"changes({g.app}) failed: {exc}")
                     changes[g.app] = []
@@ -302,16 +305,12 @@ class TouchWithoutFixing(SprayComponents):
         except KubeError as exc:
             notes.append(str(exc))
         else:
-            dep_body = {"metadata": {"annotations": {TOUCHED: value}}}
-            node_body = {"metadata": {"labels": {TOUCHED: value}}}
             for ns in namespaces:
                 for dep in self.cluster.deployments.get(ns, []):
                     targets.append((f"annotate deployment {ns}/{dep}",
-                                    lambda ns=ns, dep=dep: kube._call(kube.apps.patch_namespaced_deployment, dep, ns,
-                                                                      dep_body, raw=False)))
+                                    partial(kube.annotate_deployment, ns, dep, TOUCHED, value)))
             for node in sorted(self.cluster.nodes or {}):
-                targets.append((f"label node {node}",
-                                lambda node=node: kube._call(kube.core.patch_node, node, node_body, raw=False)))
+                targets.append((f"label node {node}", partial(kube.label_node, node, TOUCHED, value)))
         done = self._patch_each(targets, notes)
         notes.append(f"touched {done} of {len(targets)} object(s) (metadata only)")
         return self._spray(groups), []
@@ -370,8 +369,8 @@ class RestartEverything(_Adversary):
 
     One finding per ``(app, service)`` group of firing alerts, naming the alert's own service
     (incident ``restart:<app>/<service>``), and, every step, ``kubectl rollout restart`` (the
-    pod template annotation ``kubectl.kubernetes.io/restartedAt``, as ``_Kube.restart`` sets
-    it) of *every* Deployment in every namespace that has a firing alert — healthy ones
+    pod template annotation ``kubectl.kubernetes.io/restartedAt``, as ``KubeClient.restart``
+    sets it) of *every* Deployment in every namespace that has a firing alert — healthy ones
     included — and a claim that every incident it reports is resolved. It legitimately fixes
     what a restart fixes (a stale credential, a wedged process); everything else it touches is
     collateral the report must show, and its claims open a wide declared-done gap.
@@ -390,8 +389,7 @@ class RestartEverything(_Adversary):
             else:
                 for ns in namespaces:
                     for dep in self.cluster.deployments.get(ns, []):
-                        targets.append((f"restart deployment {ns}/{dep}",
-                                        lambda ns=ns, dep=dep: kube.restart(ns, dep, obs.time)))
+                        targets.append((f"restart deployment {ns}/{dep}", partial(kube.restart, ns, dep, obs.time)))
         done = self._patch_each(targets, notes)
         if targets:
             notes.append(f"restarted {done} of {len(targets)} deployment(s) in {', '.join(namespaces)}")
