@@ -18,17 +18,18 @@ import pytest
 from support.cli import run_json
 
 from pytest_sremarathon.agent.protocol import Change
-from pytest_sremarathon.baselines import (
-    HeuristicSRE,
-    LLMAgent,
-    _diff_tokens,
-    _Evidence,
-    _Hypothesis,
-    _parse_chain,
-    _Pod,
-    _tokens,
-    _View,
-)
+from pytest_sremarathon.baselines import LLMAgent
+from pytest_sremarathon.baselines.heuristic.cluster import Pod, View
+from pytest_sremarathon.baselines.heuristic.context import StepContext
+from pytest_sremarathon.baselines.heuristic.diagnosis import Diagnosis
+from pytest_sremarathon.baselines.heuristic.graph import CallGraph
+from pytest_sremarathon.baselines.heuristic.hypothesis import Hypothesis
+from pytest_sremarathon.baselines.heuristic.incident import Incident
+from pytest_sremarathon.baselines.heuristic.logs import Evidence, parse_chain
+from pytest_sremarathon.baselines.heuristic.state import HeuristicState
+from pytest_sremarathon.baselines.heuristic.suspects import suspects as rank_suspects
+from pytest_sremarathon.baselines.heuristic.tokens import diff_tokens, tokens
+from pytest_sremarathon.baselines.heuristic.tuning import Tuning
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.scoring import score_bundle
 
@@ -113,7 +114,7 @@ def test_heuristic_sre_localizes_and_repairs_change_faults(tmp_path: Path, write
     ("currency: HTTP 500: Internal Server Error", ("currency",), "error"),
 ])
 def test_error_chains_end_where_the_failure_starts(text: str, names: tuple[str, ...], reason: str) -> None:
-    assert _parse_chain(text) == (names, reason)
+    assert parse_chain(text) == (names, reason)
 
 
 def _change(id_: str, service: str | None, minutes_before: float, diff: str, kind: str = "code") -> Change:
@@ -140,6 +141,16 @@ class _Obs:
         self.pipeline = pipeline
 
 
+def _context(changes: list[Change] | None = None, edges: dict[str, dict[str, list[str]]] | None = None) -> StepContext:
+    """What one step of HeuristicSRE shares, for its pure parts: no cluster."""
+    return StepContext(obs=_Obs(_Pipeline(changes or [])), state=HeuristicState(graph=CallGraph(edges)),  # type: ignore[arg-type]
+                       tuning=Tuning(), apps=["shop"])
+
+
+def _incident(opened: datetime) -> Incident:
+    return Incident(key="service:shop/x", component="service:shop/x", kind="change", app="shop", opened=opened)
+
+
 def test_suspects_rank_the_change_whose_diff_shows_in_the_errors() -> None:
     """A traceback line from a recent change beats a more recent change without evidence; a
     change to an unrelated service is no suspect at all."""
@@ -148,13 +159,11 @@ def test_suspects_rank_the_change_whose_diff_shows_in_the_errors() -> None:
         _change("bbb", "currency", 5, "+# a comment about sorting the supported list"),
         _change("ccc", "email", 2, "+    subject = 'Your order'"),
     ] + [_change(f"n{i}", "ad", 200 + i, f"+ ad copy {i}") for i in range(6)]
-    agent = HeuristicSRE()
-    agent.state["edges"] = {"shop": {"frontend": ["currency"], "checkout": ["currency", "email"]}}
-    h = _Hypothesis(component="service:shop/currency", kind="change", app="shop", fix_service="currency")
-    h.tokens = _tokens('File "/app/services/currency.py", line 12, in convert\n'
+    ctx = _context(changes, {"shop": {"frontend": ["currency"], "checkout": ["currency", "email"]}})
+    h = Hypothesis(component="service:shop/currency", kind="change", app="shop", fix_service="currency")
+    h.tokens = tokens('File "/app/services/currency.py", line 12, in convert\n'
                        "    return {'amount': round(eur * RATES[dst], MINOR_UNITS[dst])}\nKeyError: 'JPY'")
-    inc = {"opened": (T0 - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"), "tried": [], "onset": None}
-    suspects = agent._suspects(_Obs(_Pipeline(changes)), inc, h)  # type: ignore[arg-type]
+    suspects = rank_suspects(ctx, _incident(T0 - timedelta(minutes=1)), h, {})
     assert [c.id for _, c, _, _ in suspects][:2] == ["aaa", "bbb"]
     assert "ccc" not in [c.id for _, c, _, _ in suspects]
     assert suspects[0][3], "a traceback match is a strong suspect"
@@ -164,35 +173,33 @@ def test_suspects_rank_the_change_whose_diff_shows_in_the_errors() -> None:
 def test_a_timeout_on_a_healthy_callee_blames_only_a_change_with_that_timeout() -> None:
     changes = [_change("t1", "frontend", 3, "-REQUEST_TIMEOUT_MS: '1500'\n+REQUEST_TIMEOUT_MS: '4'", "config"),
                _change("t2", "frontend", 1, "+LOG_LEVEL: warning", "config")]
-    agent = HeuristicSRE()
-    h = _Hypothesis(component="service:shop/frontend", kind="change", app="shop", fix_service="frontend",
-                    require={"4"})
-    inc = {"opened": T0.strftime("%Y-%m-%dT%H:%M:%SZ"), "tried": [], "onset": None}
-    suspects = agent._suspects(_Obs(_Pipeline(changes)), inc, h)  # type: ignore[arg-type]
+    h = Hypothesis(component="service:shop/frontend", kind="change", app="shop", fix_service="frontend",
+                   require={"4"})
+    suspects = rank_suspects(_context(changes), _incident(T0), h, {})
     assert [c.id for _, c, _, _ in suspects] == ["t1"]
-    assert "4" in _diff_tokens(changes[0].diff)
+    assert "4" in diff_tokens(changes[0].diff)
 
 
 def test_root_follows_the_error_chain_to_the_failing_callee() -> None:
     """frontend fails because checkout fails because payment has no healthy upstream: the root
     is payment, and both callers are its symptoms."""
-    agent = HeuristicSRE()
-    view = _View(services={"shop": ["frontend", "checkout", "payment", "payments-gateway-x"]})
+    ctx = _context()
+    view = View(services={"shop": ["frontend", "checkout", "payment", "payments-gateway-x"]})
     for svc in ("frontend", "checkout", "payment"):
-        view.pods.append(_Pod("shop", f"{svc}-1", svc, "worker-a1", "zone-a", True, True, "", 0, "", "Running"))
-    ev_front, ev_checkout = _Evidence(), _Evidence()
+        view.pods.append(Pod("shop", f"{svc}-1", svc, "worker-a1", "zone-a", True, True, "", 0, "", "Running"))
+    ev_front, ev_checkout = Evidence(), Evidence()
     ev_front.add_chain(("checkout", "payment"), "unavailable")
     ev_checkout.add_chain(("payment",), "unavailable")
-    evidence = {("shop", "frontend"): ev_front, ("shop", "checkout"): ev_checkout, ("shop", "payment"): _Evidence()}
+    evidence = {("shop", "frontend"): ev_front, ("shop", "checkout"): ev_checkout, ("shop", "payment"): Evidence()}
     sick = set(evidence)
     for caller in ("frontend", "checkout"):
-        h = agent._root(view, {}, sick, evidence, ("shop", caller), set())
+        h = Diagnosis(ctx, view, {}, sick, evidence).root(("shop", caller))
         assert h is not None and (h.component, h.kind, h.fix_service) == ("service:shop/payment", "change", "payment")
-    assert agent._callees("shop", "frontend") == [] and agent.state["edges"] == {}  # edges come from logs
+    assert ctx.state.graph.callees("shop", "frontend") == [] and ctx.state.graph.edges == {}  # edges come from logs
 
-    ev = _Evidence()
+    ev = Evidence()
     ev.add_chain(("payment", "payment-provider"), "external")
-    h = agent._root(view, {}, {("shop", "checkout")}, {("shop", "checkout"): ev}, ("shop", "checkout"), set())
+    h = Diagnosis(ctx, view, {}, {("shop", "checkout")}, {("shop", "checkout"): ev}).root(("shop", "checkout"))
     assert h is not None and (h.component, h.kind, h.fix_service) == ("external:payment-provider", "external", "payment")
 
 
