@@ -17,19 +17,20 @@ from typing import Any
 import pytest
 from support.cli import run_json
 
-from pytest_sremarathon.agent.protocol import Change
-from pytest_sremarathon.baselines import LLMAgent
+from pytest_sremarathon.agent.protocol import Alert, Change, Environment, Observation, ObservationWire, Report
+from pytest_sremarathon.baselines import LLMAgent, RollbackAgent
 from pytest_sremarathon.baselines.heuristic.cluster import Pod, View
 from pytest_sremarathon.baselines.heuristic.context import StepContext
 from pytest_sremarathon.baselines.heuristic.diagnosis import Diagnosis
 from pytest_sremarathon.baselines.heuristic.graph import CallGraph
 from pytest_sremarathon.baselines.heuristic.hypothesis import Hypothesis
-from pytest_sremarathon.baselines.heuristic.incident import Incident
+from pytest_sremarathon.baselines.heuristic.incident import Incident, WatchGroup
 from pytest_sremarathon.baselines.heuristic.logs import Evidence, parse_chain
-from pytest_sremarathon.baselines.heuristic.state import HeuristicState
+from pytest_sremarathon.baselines.heuristic.state import HeuristicState, LatencyBaseline
 from pytest_sremarathon.baselines.heuristic.suspects import suspects as rank_suspects
 from pytest_sremarathon.baselines.heuristic.tokens import diff_tokens, tokens
 from pytest_sremarathon.baselines.heuristic.tuning import Tuning
+from pytest_sremarathon.baselines.journal import Journal
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.scoring import score_bundle
 
@@ -201,6 +202,73 @@ def test_root_follows_the_error_chain_to_the_failing_callee() -> None:
     ev.add_chain(("payment", "payment-provider"), "external")
     h = Diagnosis(ctx, view, {}, {("shop", "checkout")}, {("shop", "checkout"): ev}).root(("shop", "checkout"))
     assert h is not None and (h.component, h.kind, h.fix_service) == ("external:payment-provider", "external", "payment")
+
+
+# ------------------------------------------------------------------------------ journals
+
+
+def test_heuristic_state_survives_its_journal(tmp_path: Path) -> None:
+    """Everything HeuristicSRE remembers comes back from its journal as it was, so a restarted
+    agent process reasons from the same state."""
+    state = HeuristicState(graph=CallGraph({"shop": {"frontend": ["cart"]}}))
+    inc = Incident(key="node:worker-a1#2", component="node:worker-a1", kind="node", app=None, opened=T0, why="NotReady",
+                   alerts=["a1"], onset=T0 - timedelta(minutes=3), services=[("shop", "cart")], nodes=["worker-a1"],
+                   hosted=[("shop", "cart"), ("shop", "web")], cause="c1", tried=["c1"], tried_at=[T0],
+                   last_action=T0, healthy=1, absent=2, ready_to_claim=True, claimed=True,
+                   closed=True, closed_at=T0, restarted=["cart"], scale_targets={"cart": 4}, last_scaled=T0,
+                   fallback_key="PAYMENT_FALLBACK", fallback_value="queue", fallback_tried=["queue"],
+                   no_fallback_noted=True, no_room_noted=True)
+    inc.record(T0 + timedelta(minutes=5), "cordoned worker-a1")
+    state.incidents[inc.key] = inc
+    state.open[inc.component] = inc.key
+    state.generation[inc.component] = 2
+    state.baseline["shop/cart"] = LatencyBaseline(p99=12.5, n=3)
+    state.reverted.append("c1")
+    state.cordoned.append("worker-a1")
+    state.owner["a1"] = inc.key
+    state.config_edges_for.append("shop")
+    state.watch["shop/web"] = WatchGroup(key="watch:shop/web#2", n=2, open=False, alerts=["a2"])
+
+    journal = Journal("heuristic-sre.json")
+    assert journal.load(tmp_path) is None
+    journal.save(state.to_json())
+    loaded = Journal("heuristic-sre.json").load(tmp_path)
+    assert loaded is not None
+    back = HeuristicState.from_json(loaded)
+    assert back.incidents == state.incidents and back.watch == state.watch and back.baseline == state.baseline
+    assert back.to_json() == state.to_json()
+
+
+def test_a_restarted_rollback_agent_carries_on(tmp_path: Path) -> None:
+    """A new RollbackAgent process (setup, then the next step) decides as the old one would have."""
+    changes = [_change("c1", "cart", 30, "+x"), _change("c2", "web", 20, "+y")]
+
+    def observation(step: int, workspace: Path, pipeline: _Pipeline, status: str) -> Observation:
+        alert = Alert(id="a1", name="HighErrorRate", status=status, severity="page",  # type: ignore[arg-type]
+                      labels={"app": "shop", "service": "cart"}, starts_at=T0 - timedelta(minutes=5))
+        env = Environment(workspace=workspace, kubeconfig=workspace / "kubeconfig", apps=["shop"],
+                          cadence=timedelta(minutes=5), pipeline=pipeline, telemetry=None)  # type: ignore[arg-type]
+        return Observation(ObservationWire(time=T0 + timedelta(minutes=5 * step), step=step, alerts=[alert],
+                                           new_alerts=[alert]), env)
+
+    def run(restart: bool, workspace: Path) -> tuple[list[Report], list[str]]:
+        workspace.mkdir()
+        pipeline = _Pipeline(changes)
+        agent = RollbackAgent()
+        reports = []
+        for step, status in ((1, "firing"), (2, "firing"), (3, "resolved"), (4, "resolved")):
+            obs = observation(step, workspace, pipeline, status)
+            if restart or step == 1:
+                agent = RollbackAgent()
+                agent.setup(Environment(workspace, workspace / "kubeconfig", ["shop"], timedelta(minutes=5),
+                                        pipeline, None))  # type: ignore[arg-type]
+            reports.append(agent.step(obs))
+        return reports, pipeline.reverted
+
+    assert run(True, tmp_path / "restarted") == run(False, tmp_path / "one")
+    reports, reverted = run(True, tmp_path / "again")
+    assert reverted == ["c1"] and [c.incident for c in reports[2].claims] == ["svc:shop/cart"]
+    assert reports[3].findings == []
 
 
 # ------------------------------------------------------------------------------ LLMAgent
