@@ -12,7 +12,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from support.cli import run_json
@@ -118,7 +118,8 @@ def test_error_chains_end_where_the_failure_starts(text: str, names: tuple[str, 
     assert parse_chain(text) == (names, reason)
 
 
-def _change(id_: str, service: str | None, minutes_before: float, diff: str, kind: str = "code") -> Change:
+def _change(id_: str, service: str | None, minutes_before: float, diff: str,
+            kind: Literal["code", "config", "manifest"] = "code") -> Change:
     return Change(id=id_, app="shop", service=service, kind=kind, author="Dev <dev@shop.example>",
                   message=f"{service}: a change", time=T0 - timedelta(minutes=minutes_before), diff=diff)
 
@@ -135,17 +136,33 @@ class _Pipeline:
         self.reverted.append(change_id)
         return _change("r" + change_id, None, 0, "", "code")
 
+    def deploy(self, app: str, ref: str) -> dict[str, Any]:
+        raise AssertionError("nothing under test deploys")
 
-class _Obs:
-    def __init__(self, pipeline: _Pipeline) -> None:
-        self.time = T0
-        self.pipeline = pipeline
+    def status(self, app: str) -> dict[str, Any]:
+        raise AssertionError("nothing under test asks for the status")
+
+
+class _NoTelemetry:
+    def metrics(self, app: str, service: str, name: str, since: datetime | None = None) -> list[tuple[datetime, float]]:
+        return []
+
+
+def _environment(pipeline: _Pipeline, workspace: Path = Path("/nonexistent")) -> Environment:
+    return Environment(workspace=workspace, kubeconfig=workspace / "kubeconfig", apps=["shop"],
+                       cadence=timedelta(minutes=5), pipeline=pipeline, telemetry=_NoTelemetry())
+
+
+def _observation(env: Environment, step: int = 1, alerts: list[Alert] | None = None) -> Observation:
+    """Step ``step`` of a run with a 5-minute cadence whose first step is at T0."""
+    return Observation(ObservationWire(time=T0 + timedelta(minutes=5 * (step - 1)), step=step, alerts=alerts or [],
+                                       new_alerts=alerts or []), env)
 
 
 def _context(changes: list[Change] | None = None, edges: dict[str, dict[str, list[str]]] | None = None) -> StepContext:
     """What one step of HeuristicSRE shares, for its pure parts: no cluster."""
-    return StepContext(obs=_Obs(_Pipeline(changes or [])), state=HeuristicState(graph=CallGraph(edges)),  # type: ignore[arg-type]
-                       tuning=Tuning(), apps=["shop"])
+    return StepContext(obs=_observation(_environment(_Pipeline(changes or []))),
+                       state=HeuristicState(graph=CallGraph(edges)), tuning=Tuning(), apps=["shop"])
 
 
 def _incident(opened: datetime) -> Incident:
@@ -243,26 +260,21 @@ def test_a_restarted_rollback_agent_carries_on(tmp_path: Path) -> None:
     """A new RollbackAgent process (setup, then the next step) decides as the old one would have."""
     changes = [_change("c1", "cart", 30, "+x"), _change("c2", "web", 20, "+y")]
 
-    def observation(step: int, workspace: Path, pipeline: _Pipeline, status: str) -> Observation:
-        alert = Alert(id="a1", name="HighErrorRate", status=status, severity="page",  # type: ignore[arg-type]
-                      labels={"app": "shop", "service": "cart"}, starts_at=T0 - timedelta(minutes=5))
-        env = Environment(workspace=workspace, kubeconfig=workspace / "kubeconfig", apps=["shop"],
-                          cadence=timedelta(minutes=5), pipeline=pipeline, telemetry=None)  # type: ignore[arg-type]
-        return Observation(ObservationWire(time=T0 + timedelta(minutes=5 * step), step=step, alerts=[alert],
-                                           new_alerts=[alert]), env)
+    firing, resolved = (Alert(id="a1", name="HighErrorRate", status=status, severity="page",
+                              labels={"app": "shop", "service": "cart"}, starts_at=T0 - timedelta(minutes=5))
+                        for status in ("firing", "resolved"))
 
     def run(restart: bool, workspace: Path) -> tuple[list[Report], list[str]]:
         workspace.mkdir()
         pipeline = _Pipeline(changes)
+        env = _environment(pipeline, workspace)
         agent = RollbackAgent()
         reports = []
-        for step, status in ((1, "firing"), (2, "firing"), (3, "resolved"), (4, "resolved")):
-            obs = observation(step, workspace, pipeline, status)
+        for step, alert in ((1, firing), (2, firing), (3, resolved), (4, resolved)):
             if restart or step == 1:
                 agent = RollbackAgent()
-                agent.setup(Environment(workspace, workspace / "kubeconfig", ["shop"], timedelta(minutes=5),
-                                        pipeline, None))  # type: ignore[arg-type]
-            reports.append(agent.step(obs))
+                agent.setup(env)
+            reports.append(agent.step(_observation(env, step, [alert])))
         return reports, pipeline.reverted
 
     assert run(True, tmp_path / "restarted") == run(False, tmp_path / "one")
