@@ -321,7 +321,7 @@ class _StubLLM:
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "_StubLLM":
+    def __enter__(self) -> _StubLLM:
         self.thread.start()
         return self
 
@@ -412,7 +412,7 @@ def test_llm_agent_uses_its_tools_against_the_real_cluster(tmp_path: Path, write
 def test_llm_agent_without_an_endpoint_says_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SREMARATHON_LLM_URL", raising=False)
     with pytest.raises(Exception, match="SREMARATHON_LLM_URL"):
-        LLMAgent().endpoint
+        _ = LLMAgent().endpoint
     assert LLMAgent(url="http://127.0.0.1:9/v1").endpoint == "http://127.0.0.1:9/v1/chat/completions"
     assert "key" not in repr(LLMAgent(url="http://127.0.0.1:9", key="secret-value")).replace("url", "")
     assert "secret-value" not in repr(LLMAgent(url="http://127.0.0.1:9", key="secret-value"))

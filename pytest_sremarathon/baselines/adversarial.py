@@ -30,10 +30,11 @@ API error is noted in the report, never raised out of ``step``.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from pytest_sremarathon.agent.protocol import (
     Alert,
@@ -44,6 +45,7 @@ from pytest_sremarathon.agent.protocol import (
     Report,
     ServiceError,
 )
+
 from .alerts import alert_service, by_start, latest_alerts
 from .kube_client import ZONE_LABEL, KubeClient, KubeError
 from .times import utc

@@ -108,7 +108,7 @@ class LLMState:
                 "claimed": self.claimed, "notes": self.notes, "calls": self.calls}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "LLMState":
+    def from_json(cls, data: dict[str, Any]) -> LLMState:
         return cls(findings={k: Finding.model_validate(v) for k, v in (data.get("findings") or {}).items()},
                    claimed=list(data.get("claimed") or []), notes=str(data.get("notes") or ""),
                    calls=int(data.get("calls") or 0))

@@ -18,7 +18,6 @@ from pytest_sremarathon.agent.protocol import Alert, Environment, Observation
 from .alerts import by_start
 from .journal import Journal
 
-
 _Self = TypeVar("_Self", bound="ServiceIncident")
 
 

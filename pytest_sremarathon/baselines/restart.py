@@ -14,7 +14,6 @@ from .kube_client import KubeClient, KubeError
 from .per_service import PerServiceAgent, ServiceIncident
 from .times import iso_or_none, time_or_none, whole_seconds
 
-
 _Self = TypeVar("_Self", bound="RestartIncident")
 
 

@@ -7,7 +7,8 @@ lines naming a failing callee, the ``*_ADDR``-style settings of the services' Co
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 
 class CallGraph:

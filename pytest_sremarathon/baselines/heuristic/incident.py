@@ -111,7 +111,7 @@ class Incident:
         }
 
     @classmethod
-    def from_json(cls, key: str, d: dict[str, Any]) -> "Incident":
+    def from_json(cls, key: str, d: dict[str, Any]) -> Incident:
         opened = parse_time(d.get("opened"))
         if opened is None:
             raise ValueError(f"incident {key} has no opening time")
@@ -151,5 +151,5 @@ class WatchGroup:
         return {"key": self.key, "n": self.n, "open": self.open, "alerts": self.alerts}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "WatchGroup":
+    def from_json(cls, d: dict[str, Any]) -> WatchGroup:
         return cls(key=str(d["key"]), n=int(d["n"]), open=bool(d.get("open")), alerts=list(d.get("alerts") or []))

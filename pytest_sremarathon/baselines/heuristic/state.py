@@ -59,7 +59,7 @@ class HeuristicState:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "HeuristicState":
+    def from_json(cls, d: dict[str, Any]) -> HeuristicState:
         return cls(
             incidents={k: Incident.from_json(k, v) for k, v in (d.get("incidents") or {}).items()},
             open=dict(d.get("open") or {}), generation=dict(d.get("generation") or {}),
