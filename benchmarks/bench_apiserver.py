@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def _client_loop(kubeconfig: str, threads: int, seconds: float, raw: bool, start_at: float, out: "mp.Queue") -> None:
+def _client_loop(kubeconfig: str, threads: int, seconds: float, raw: bool, start_at: float, out: mp.Queue) -> None:
     from kubernetes import client, config
 
     api = config.new_client_from_config(config_file=kubeconfig)
@@ -45,7 +45,7 @@ def _client_loop(kubeconfig: str, threads: int, seconds: float, raw: bool, start
         n = 0
         while time.time() < stop:
             if raw:
-                v1.read_namespaced_pod(names[n % 2], "shop", _preload_content=False).data
+                _ = v1.read_namespaced_pod(names[n % 2], "shop", _preload_content=False).data
             else:
                 v1.read_namespaced_pod(names[n % 2], "shop")
             n += 1
@@ -71,8 +71,8 @@ def main() -> None:
     from twin.conftest import AGENT_TOKEN, CannedTelemetry, populate
 
     from pytest_sremarathon.clock import VirtualClock
-    from pytest_sremarathon.twin.apiserver import ApiServer
     from pytest_sremarathon.k8s.store import Store
+    from pytest_sremarathon.twin.apiserver import ApiServer
 
     clock = VirtualClock()
     store = Store(clock=clock)

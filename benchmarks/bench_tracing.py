@@ -19,13 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 import tracemalloc
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
-
 
 from pytest_sremarathon.tracing import ActiveTrace, JaegerQuery, TraceRecorder
 

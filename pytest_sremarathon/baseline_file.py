@@ -42,7 +42,7 @@ class Baseline:
     marathons: dict[str, dict[str, Any]]
 
     @classmethod
-    def load(cls, path: Path, missing_ok: bool = False) -> "Baseline":
+    def load(cls, path: Path, missing_ok: bool = False) -> Baseline:
         if not path.exists():
             if missing_ok:
                 return cls(path, {})

@@ -257,7 +257,7 @@ class BundleWriter:
                 self._fh.close()
                 self._fh = None
 
-    def __enter__(self) -> "BundleWriter":
+    def __enter__(self) -> BundleWriter:
         return self
 
     def __exit__(self, *exc: Any) -> None:

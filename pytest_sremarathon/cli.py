@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from . import __version__, builtin, cli_bundle, cli_init, report
-from .agent_host import AgentSpec
 from .agent.loader import AgentLoadError, check_agent
+from .agent_host import AgentSpec
 from .errors import ConfigError, SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
 from .scenario import Scenario, load_scenario
@@ -249,8 +250,8 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from .clock import EPOCH, VirtualClock
     from .backends.twin import TwinBackend
+    from .clock import EPOCH, VirtualClock
 
     try:
         scenario = open_scenario(args.scenario)

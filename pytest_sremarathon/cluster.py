@@ -10,9 +10,10 @@ kube adapter's knobs act on the real cluster when they are turned."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, MutableMapping, MutableSet
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping, MutableMapping, MutableSet, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .k8s.store import Store
@@ -105,7 +106,7 @@ class Cluster(Protocol):
     """One running cluster: its objects, knobs, metrics and deploy target."""
 
     @property
-    def store(self) -> "Store": ...
+    def store(self) -> Store: ...
     @property
     def topology(self) -> WorkerNodes: ...
     @property
@@ -113,9 +114,9 @@ class Cluster(Protocol):
     @property
     def kubelet(self) -> KubeletControl: ...
     @property
-    def metrics(self) -> "MetricStore": ...
+    def metrics(self) -> MetricStore: ...
     @property
-    def artifacts(self) -> "ArtifactStore": ...
+    def artifacts(self) -> ArtifactStore: ...
     @property
     def surge(self) -> MutableMapping[str, float]: ...  # app namespace -> traffic multiplier
 

@@ -115,7 +115,7 @@ def fixture_report_data(item: pytest.Item) -> Optional[dict[str, Any]]:
 class MarathonHandle:
     """The run behind a test: advance it, look at its results, find its bundle."""
 
-    def __init__(self, session: "MarathonSession", target: "MarathonTarget") -> None:
+    def __init__(self, session: MarathonSession, target: MarathonTarget) -> None:
         self._session = session
         self.target = target
 
@@ -135,7 +135,7 @@ class MarathonHandle:
         return self.target.seed
 
     @property
-    def run(self) -> "Marathon":
+    def run(self) -> Marathon:
         """The live marathon (started on first use)."""
         try:
             return self._session.marathon(self.target)
@@ -143,7 +143,7 @@ class MarathonHandle:
             pytest.fail(str(exc), pytrace=False)
 
     @property
-    def segments(self) -> "list[SegmentWindow]":
+    def segments(self) -> list[SegmentWindow]:
         from .marathon import segment_windows
 
         return segment_windows(self.target.scenario)
@@ -164,7 +164,7 @@ class MarathonHandle:
     def end(self) -> datetime:
         return self.run.end_time
 
-    def advance(self, to: Union[datetime, timedelta, str, float]) -> "MarathonScore":
+    def advance(self, to: Union[datetime, timedelta, str, float]) -> MarathonScore:
         """Run the marathon up to ``to`` (a virtual datetime, a timedelta or duration string
         such as ``"2h"`` from the run's start, or seconds) and return the score so far. Never
         goes back; stops at the run's end."""
@@ -184,15 +184,15 @@ class MarathonHandle:
             raise
         return self.score()
 
-    def score(self) -> "MarathonScore":
+    def score(self) -> MarathonScore:
         """The final score once finished, else the live score so far."""
         result = self._session.results.get(self.id)
         return result.score if result is not None else self.run.score_now()
 
-    def faults_in(self, segment: "SegmentWindow") -> list[Any]:
+    def faults_in(self, segment: SegmentWindow) -> list[Any]:
         return self.run.faults_in(segment)
 
-    def finish(self) -> "RunResult":
+    def finish(self) -> RunResult:
         """Run to the end, seal the bundle and score it from the bundle alone (idempotent)."""
         try:
             return self._session.finish(self.target)
@@ -200,7 +200,7 @@ class MarathonHandle:
             pytest.fail(str(exc), pytrace=False)
 
     @property
-    def result(self) -> "Optional[RunResult]":
+    def result(self) -> Optional[RunResult]:
         """The finished run, or None while it is still going."""
         return self._session.results.get(self.id)
 
@@ -245,13 +245,13 @@ class ClusterHandle:
 class AgentHandle:
     """The agent under test as loaded for this run (it runs in its own process)."""
 
-    spec: "AgentSpec"
+    spec: AgentSpec
     label: str
     isolation: str  # "namespaces" or "none"
     isolation_detail: str
     step_budget: float  # wall seconds a step may take
     stderr_log: Path  # the agent's stderr (also in the sealed bundle as agent/stderr.log)
-    _marathon: "Marathon"
+    _marathon: Marathon
 
     def stderr(self) -> str:
         try:
@@ -266,7 +266,7 @@ class AgentHandle:
 
 # -- fixtures -------------------------------------------------------------------------------
 @pytest.fixture
-def sremarathon_target(request: pytest.FixtureRequest) -> "MarathonTarget":
+def sremarathon_target(request: pytest.FixtureRequest) -> MarathonTarget:
     """Which marathon (scenario file and seed) this test is about; parametrized per seed at
     collection. Internal: use the ``marathon`` fixture."""
     param = getattr(request, "param", None)
@@ -277,19 +277,19 @@ def sremarathon_target(request: pytest.FixtureRequest) -> "MarathonTarget":
 
 
 @pytest.fixture
-def marathon(request: pytest.FixtureRequest, sremarathon_target: "MarathonTarget") -> MarathonHandle:
+def marathon(request: pytest.FixtureRequest, sremarathon_target: MarathonTarget) -> MarathonHandle:
     """The marathon run of this test (shared with the marathon file's segment items)."""
     return MarathonHandle(session_of(request.config), sremarathon_target)
 
 
 @pytest.fixture
-def marathon_result(marathon: MarathonHandle) -> "RunResult":
+def marathon_result(marathon: MarathonHandle) -> RunResult:
     """The finished, scored run (runs the marathon to its end first)."""
     return marathon.finish()
 
 
 @pytest.fixture
-def fault_schedule(marathon: MarathonHandle) -> "Schedule":
+def fault_schedule(marathon: MarathonHandle) -> Schedule:
     """The run's ground truth: every scheduled fault with its window, kind, target and (once
     injected) component and change. For test code only — never handed to the agent."""
     return marathon.run.schedule

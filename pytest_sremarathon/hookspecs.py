@@ -23,13 +23,14 @@ owns it), so implement them in a ``conftest.py`` or plugin that the workers load
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional
 
 import pluggy
 
 if TYPE_CHECKING:
-    from .agent_host import StepOutcome
     from .agent.protocol import ObservationWire
+    from .agent_host import StepOutcome
     from .bundle import Bundle
     from .faults.base import FaultKind
     from .marathon import Marathon
@@ -42,7 +43,7 @@ hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec
-def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":  # type: ignore[empty-body]
+def pytest_sremarathon_fault_kinds() -> list[type[FaultKind]]:  # type: ignore[empty-body]
     """Return fault kinds (subclasses of :class:`pytest_sremarathon.faults.base.FaultKind`) to
     add to the registry; a kind with a built-in kind's ``name`` replaces it.
 
@@ -58,7 +59,7 @@ def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":  # type: ignore
 
 
 @hookspec
-def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":  # type: ignore[empty-body]
+def pytest_sremarathon_backends() -> dict[str, Callable[..., Any]]:  # type: ignore[empty-body]
     """Return ``{name: factory}`` for additional cluster backends, selectable with
     ``--marathon-backend NAME`` (``marathon_backend`` in the ini file).
 
@@ -73,7 +74,7 @@ def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":  # type: i
 
 
 @hookspec
-def pytest_sremarathon_adjust_observation(observation: "ObservationWire", marathon: "Marathon") -> None:
+def pytest_sremarathon_adjust_observation(observation: ObservationWire, marathon: Marathon) -> None:
     """Change the observation in place before the agent sees it: drop or relabel alerts
     (``observation.alerts`` / ``observation.new_alerts``), e.g. to study an agent under less
     telemetry. The recorded evidence and the scoring are not affected; the agent's findings
@@ -84,7 +85,7 @@ def pytest_sremarathon_adjust_observation(observation: "ObservationWire", marath
 
 
 @hookspec
-def pytest_sremarathon_step_report(step: int, outcome: "StepOutcome", marathon: "Marathon") -> None:
+def pytest_sremarathon_step_report(step: int, outcome: StepOutcome, marathon: Marathon) -> None:
     """Receive every agent step's result: ``outcome.outcome`` (``ok``, ``error``, ``timeout``,
     ``invalid``, ``dead``), ``outcome.report`` (the validated :class:`Report`, or None),
     ``outcome.error`` and ``outcome.wall_seconds``. ``marathon.clock.now`` is the step's virtual
@@ -96,7 +97,7 @@ def pytest_sremarathon_step_report(step: int, outcome: "StepOutcome", marathon: 
 
 
 @hookspec(firstresult=True)
-def pytest_sremarathon_choose_scorer(bundle: "Bundle") -> "Optional[Callable[[Bundle], MarathonScore]]":
+def pytest_sremarathon_choose_scorer(bundle: Bundle) -> Optional[Callable[[Bundle], MarathonScore]]:
     """Return a scoring function for this sealed bundle, or None to leave the choice to the
     next implementation (the first non-None result wins; with none, Marathon-Score).
 

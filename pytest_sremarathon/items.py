@@ -13,8 +13,9 @@ failure). What it found rides on its report (:class:`~pytest_sremarathon.session
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 

@@ -34,8 +34,9 @@ Where things happen (so that ``pytest -n`` behaves like a plain run):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
@@ -115,7 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = config.stash[SESSION_KEY] = MarathonSession(config, read_settings(config))
     if session.settings.has_agent:  # without an agent no marathon runs: none of these hooks are needed
         config.pluginmanager.register(_AgentHooks(session), "sremarathon-session")
-    session.baseline  # a missing or broken baseline file is a usage error now, not in a test
+    _ = session.baseline  # a missing or broken baseline file is a usage error now, not in a test
     if distributing(config):
         # Workers' usage errors never reach the user: check on the controller, once.
         session.check_before_distributing()

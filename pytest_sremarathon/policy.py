@@ -16,8 +16,9 @@ stay readable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 # Namespaces that belong to the benchmark itself, never to the system under test.
 PROTECTED_NAMESPACES = ("kube-system", "monitoring", "sremarathon-system")

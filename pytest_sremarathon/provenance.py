@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Literal, Optional
 
 #: How long an expected cause waits for the change it explains (a real cluster's mirror sees
 #: an agent's write at the next sync, one tick later).

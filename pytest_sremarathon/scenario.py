@@ -67,7 +67,7 @@ class ScheduleConfig(_Model):
     quiet_tail: Seconds = 900.0  # no new fault this close to the end
 
     @model_validator(mode="after")
-    def _check(self) -> "ScheduleConfig":
+    def _check(self) -> ScheduleConfig:
         if self.duration_min > self.duration_max:
             raise ValueError("duration_min is longer than duration_max")
         if any(w < 0 for w in self.families.values()) or (self.faults and sum(self.families.values()) <= 0):
@@ -93,7 +93,7 @@ class AgentConfig(_Model):
     think_time: str = DEFAULT_THINK_TIME
 
     @model_validator(mode="after")
-    def _think_time(self) -> "AgentConfig":
+    def _think_time(self) -> AgentConfig:
         self.think_time = str(parse_think_time(self.think_time))
         return self
 
@@ -115,7 +115,7 @@ class PipelineConfig(_Model):
     build_jitter: float = Field(default=0.15, ge=0)  # sd of a build's ln-duration around its app's
 
     @model_validator(mode="after")
-    def _check(self) -> "PipelineConfig":
+    def _check(self) -> PipelineConfig:
         if self.build_min > self.build_max:
             raise ValueError("build_min is longer than build_max")
         return self
@@ -125,7 +125,7 @@ class PolicyConfig(_Model):
     rules: list[str] = Field(default_factory=lambda: list(DEFAULT_RULES))
 
     @model_validator(mode="after")
-    def _known(self) -> "PolicyConfig":
+    def _known(self) -> PolicyConfig:
         unknown = [r for r in self.rules if r not in RULES]
         if unknown:
             raise ValueError(f"unknown rule(s) {unknown}; known rules: {sorted(RULES)}")
@@ -150,7 +150,7 @@ class ScenarioFile(_Model):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
 
     @model_validator(mode="after")
-    def _multiples(self) -> "ScenarioFile":
+    def _multiples(self) -> ScenarioFile:
         if "segment" not in self.model_fields_set and self.segment > self.duration:
             self.segment = self.duration  # a short run is one segment unless told otherwise
         for field in ("cadence", "segment", "duration"):
@@ -183,7 +183,7 @@ class Scenario:
         return apps_root(self.path, self.spec.apps_dir)
 
     def with_overrides(self, *, duration: Optional[float] = None, faults: Optional[int] = None,
-                       think_time: Optional[str] = None) -> "Scenario":
+                       think_time: Optional[str] = None) -> Scenario:
         data = self.spec.model_dump()
         if think_time is not None:
             data["agent"]["think_time"] = str(parse_think_time(think_time))

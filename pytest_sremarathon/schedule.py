@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from . import yamlio
 from .apps import AppSpec
@@ -122,7 +123,7 @@ Picked = tuple[str, str, dict[str, Any], Union[BusyKey, list[BusyKey]]]
 
 
 def _pick(family: str, rng: random.Random, code_share: float, faulty: dict[str, list[CuratedChange]],
-          targets: "Targets", registry: dict[str, FaultKind], busy_until: dict[tuple[str, str], datetime],
+          targets: Targets, registry: dict[str, FaultKind], busy_until: dict[tuple[str, str], datetime],
           at: datetime) -> Optional[Picked]:
     def free(key: tuple[str, str]) -> bool:
         return busy_until.get(key, at) <= at
@@ -178,7 +179,7 @@ class Targets:
         """A zone-wide fault occupies the zone and every node in it."""
         return [("zone", zone)] + [("node", n) for n in self.nodes_in(zone)]
 
-    def others_healthy(self, zone: str, free: "Free") -> bool:
+    def others_healthy(self, zone: str, free: Free) -> bool:
         """Node and zone faults stay inside one zone at a time, so the repair (moving work
         out of the troubled machines) always has a healthy zone to move it to."""
         return all(free(("impaired", z)) for z in self.zones if z != zone)

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .bundle import ground_truth_attribution
 from .clock import iso, parse_iso
@@ -187,7 +188,7 @@ def _names(finding: _Finding, fault: dict[str, Any]) -> bool:
     return bool(finding.candidates & _names_of(fault))
 
 
-def _localization(fid: str, active: list[_Finding], faults: Mapping[str, "_Fault"],
+def _localization(fid: str, active: list[_Finding], faults: Mapping[str, _Fault],
                   ends: Mapping[str, datetime]) -> tuple[int, float]:
     """(candidates, credit) of fault ``fid`` from the findings that correlate it in its window.
 
@@ -211,7 +212,7 @@ def _localization(fid: str, active: list[_Finding], faults: Mapping[str, "_Fault
     return k, (1.0 / k if right else 0.0)
 
 
-def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
+def score_events(events: Iterable[Event], *, until: Optional[datetime] = None,
                  attribution: Optional[Mapping[str, list[str]]] = None) -> MarathonScore:
     """Score a run from its records (in recorded order), optionally only up to ``until``.
 
@@ -518,7 +519,7 @@ def _repair_step(t_repair: datetime, app: Optional[str], actions: list[tuple[dat
     return steps[i - 1][1] if i else None
 
 
-def score_bundle(bundle: "Bundle", partial: bool = False) -> MarathonScore:
+def score_bundle(bundle: Bundle, partial: bool = False) -> MarathonScore:
     """Score an opened bundle. An unsealed (crashed) run needs ``partial=True``."""
     if not bundle.sealed and not partial:
         raise ValueError(f"{bundle.path}: the bundle is not sealed; score it with partial=True")

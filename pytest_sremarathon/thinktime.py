@@ -35,9 +35,10 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional
 
 from .errors import ConfigError
 
@@ -148,7 +149,7 @@ class _Held:
             assert self._lock is not None
             self._lock.release()
 
-    def __enter__(self) -> "_Held":
+    def __enter__(self) -> _Held:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -173,7 +174,7 @@ class StepClock:
         self.world = threading.Lock()
         self._in_step = False
         self._closed = False
-        self._inbox: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+        self._inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._requests = 0
         self._held_by_marathon = False
         self.simulated = 0.0  # wall seconds spent advancing the cluster during the current step

@@ -3,9 +3,9 @@ windows as bars, overlaps visible where bars stack, benign deploys as ticks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from html import escape
-from typing import Sequence
 
 from .faults.base import Fault
 

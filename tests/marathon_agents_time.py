@@ -29,7 +29,7 @@ class Reverter:
             self.alerts.setdefault(a.labels["app"], [])
             if a.id not in self.alerts[a.labels["app"]]:
                 self.alerts[a.labels["app"]].append(a.id)
-        for app, change in self.reverted.items():
+        for app in self.reverted:
             status = obs.pipeline.status(app)
             states = [f"{b['id']}:{b['state']}" for b in status.get("builds", []) if b.get("actor") == "agent"]
             notes.append(f"status={app}:{','.join(states)}")

@@ -10,17 +10,17 @@ agent's single correct answer plus a real fix still earns the full 100 for that 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from support.cli import run_json
 
+from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.scoring import WEIGHTS
 
 pytestmark = pytest.mark.slow
-
-from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 
 DEFAULT_SCENARIO = SCENARIOS_DIR / "default.yaml"
 SPRAYERS = ["SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing"]

@@ -11,7 +11,8 @@ import importlib
 import inspect
 import pkgutil
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["AgentLoadError", "EXAMPLE", "one_line", "resolve_agent"]
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import inspect
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 if TYPE_CHECKING:
     from ..clock import VirtualClock
@@ -42,13 +43,13 @@ class Backend(Protocol):
     name: str
 
     @property
-    def store(self) -> "Store": ...  # every object of the cluster (on kube: a mirror, relisted each tick)
+    def store(self) -> Store: ...  # every object of the cluster (on kube: a mirror, relisted each tick)
     @property
-    def cluster(self) -> "Cluster": ...
+    def cluster(self) -> Cluster: ...
     @property
-    def pipelines(self) -> "Pipelines": ...
+    def pipelines(self) -> Pipelines: ...
     @property
-    def server(self) -> "LoopbackServer": ...  # the agent's Kubernetes API and /sremarathon/v1/, on loopback
+    def server(self) -> LoopbackServer: ...  # the agent's Kubernetes API and /sremarathon/v1/, on loopback
 
     def tick(self, dt: float, rng: random.Random) -> None:
         """Advance the cluster by ``dt`` virtual seconds (the clock is already set)."""
@@ -60,8 +61,8 @@ class Backend(Protocol):
 BackendFactory = Callable[..., Backend]
 
 
-def twin_backend(scenario: "Scenario", clock: "VirtualClock", *, emit: Callable[[str, Any], None],
-                 admission: "Admission", private_dir: Path, tokens: dict[str, str]) -> Backend:
+def twin_backend(scenario: Scenario, clock: VirtualClock, *, emit: Callable[[str, Any], None],
+                 admission: Admission, private_dir: Path, tokens: dict[str, str]) -> Backend:
     """``twin`` (the default): the embedded cluster."""
     from .twin import TwinBackend
 

@@ -5,14 +5,15 @@ same policy point."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
+from ..metrics import MetricStore
 from ..pipeline.builds import Actor
 from ..pipeline.service import PipelineError, Pipelines
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission, Request, Response
-from ..metrics import MetricStore
 
 PREFIX = "/sremarathon/v1/"
 

@@ -31,24 +31,25 @@ import functools
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import yaml
 
-from .agent_api import PREFIX, make_handler
 from ..apps import AppSpec
 from ..clock import EPOCH, VirtualClock
 from ..errors import SremarathonError
-from ..pipeline.service import Pipelines
-from ..scenario import Scenario
-from ..serving.http import Admission
 from ..kube import kind as kindmod
 from ..kube.api import KubeApi
 from ..kube.cluster import KubeCluster
 from ..kube.images import ImagePublisher, KindImages, RegistryImages
 from ..kube.proxy import PolicyProxy
 from ..kube.traffic import LoadGenerator, service_proxy_sender
+from ..pipeline.service import Pipelines
+from ..scenario import Scenario
+from ..serving.http import Admission
+from .agent_api import PREFIX, make_handler
 
 DEFAULT_TRAFFIC_SCALE = 0.1
 

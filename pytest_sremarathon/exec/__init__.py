@@ -6,10 +6,22 @@ contract."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Optional
 
-from .channels import (SUPPORTED_PROTOCOLS, ExecFailure, ExecOptions, ExecResult, HandshakeError, InputStream,
-                       OutputStream, RunFn, error_response, is_websocket_upgrade, serve_exec)
+from .channels import (
+    SUPPORTED_PROTOCOLS,
+    ExecFailure,
+    ExecOptions,
+    ExecResult,
+    HandshakeError,
+    InputStream,
+    OutputStream,
+    RunFn,
+    error_response,
+    is_websocket_upgrade,
+    serve_exec,
+)
 from .run import ExecNotFound, run_exec
 from .view import ContainerView, HttpRequest, HttpResponse, NetworkError, Process, StaticContainer
 

@@ -24,8 +24,9 @@ import json
 import socket
 import struct
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Optional, Protocol, Union
 from urllib.parse import parse_qs
 
 # RFC 6455 section 1.3: the fixed GUID appended to the client's key.
@@ -70,7 +71,7 @@ class ExecOptions:
     tty: bool = False
 
     @classmethod
-    def from_query(cls, query: Union[str, Mapping[str, Sequence[str]]]) -> "ExecOptions":
+    def from_query(cls, query: Union[str, Mapping[str, Sequence[str]]]) -> ExecOptions:
         """From the raw query string (``a=1&command=sh&command=-c``) or a ``parse_qs`` result.
         A dict of single values would lose all but one ``command``, so none is accepted."""
         q = parse_qs(query, keep_blank_values=True) if isinstance(query, str) else query

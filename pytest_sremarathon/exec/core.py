@@ -9,7 +9,6 @@ from typing import Optional
 
 from .shell import BUILTINS, IO, SHELLS, FSError, Shell, ShellExit, _Break, applet, builtin
 
-
 # -- builtins -----------------------------------------------------------------------------------
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\", "e": "\x1b"}
 
@@ -77,12 +76,12 @@ def printf(sh: Shell, argv: list[str], io: IO) -> int:
     while True:
         used = 0
 
-        def sub(m: "re.Match[str]") -> str:
+        def sub(m: re.Match[str]) -> str:
             nonlocal used, status
             flags, width, prec, conv = m.groups()
             if conv == "%":
                 return "%"
-            arg = args[used] if used < len(args) else ""
+            arg = args[used] if used < len(args) else ""  # noqa: B023 - sub runs inside this iteration
             used += 1
             spec = "%" + flags + (width or "") + (("." + prec) if prec is not None else "")
             if conv in "diouxX":

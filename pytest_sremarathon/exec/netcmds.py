@@ -171,7 +171,7 @@ def _curl_opts(argv: list[str]) -> _CurlOpts:
             try:
                 seconds = float(value)
             except ValueError:
-                raise _CurlError(2, f"option --max-time: expected a proper numerical parameter") from None
+                raise _CurlError(2, "option --max-time: expected a proper numerical parameter") from None
             if key == "m":
                 o.max_time = seconds
             else:
@@ -281,8 +281,8 @@ def _curl_one(sh: Shell, o: _CurlOpts, url: str, io: IO) -> int:
         while True:
             t = _target(url)
             if t is None:
-                raise _CurlError(3, f"URL rejected: Malformed input to a URL function" if "://" in url
-                                 else f"URL using bad/illegal format or missing URL")
+                raise _CurlError(3, "URL rejected: Malformed input to a URL function" if "://" in url
+                                 else "URL using bad/illegal format or missing URL")
             info.update(url_effective=t.url, scheme=t.scheme.upper(), remote_port=str(t.port))
             limit = o.max_time
             try:
@@ -376,7 +376,7 @@ def _write_out(fmt: str, info: dict[str, str], spent: float, sh: Shell, io: IO) 
     times.update(time_namelookup="0.000000", time_connect="0.000000", time_appconnect="0.000000",
                  time_redirect="0.000000")
 
-    def var(m: "re.Match[str]") -> str:
+    def var(m: re.Match[str]) -> str:
         name = m.group(1)
         if name in info:
             return info[name]

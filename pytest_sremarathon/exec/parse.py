@@ -54,7 +54,7 @@ class Simple:
 
 @dataclass(frozen=True)
 class Pipeline:
-    cmds: tuple["Command", ...]
+    cmds: tuple[Command, ...]
     negate: bool = False
 
 

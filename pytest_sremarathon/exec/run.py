@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import core, netcmds, textcmds  # noqa: F401 - importing them registers the commands
 from .channels import ExecFailure
-from .shell import IO, BufIn, Out, Shell, ShellExit, StreamIn
+from .shell import IO, BufIn, Out, Readable, Shell, ShellExit, StreamIn
 from .view import ContainerView
 
 
@@ -25,7 +25,7 @@ def _runtime_error(view: ContainerView, argv: Sequence[str], why: str) -> str:
             f'"{exec_id}": OCI runtime exec failed: exec failed: unable to start container process: {why}: unknown')
 
 
-def run_exec(view: ContainerView, argv: Sequence[str], stdin: object, stdout: Out, stderr: Out, *,
+def run_exec(view: ContainerView, argv: Sequence[str], stdin: Readable, stdout: Out, stderr: Out, *,
              tty: bool = False) -> int:
     """Run one exec: ``argv`` as the client gave it. Raises :class:`ExecNotFound` (whose message
     is the runtime's) if its program does not exist, like ``exec: "bash": executable file not

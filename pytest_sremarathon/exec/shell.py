@@ -15,12 +15,29 @@ from __future__ import annotations
 import ast
 import fnmatch
 import posixpath
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterable, Optional, Protocol, Sequence, Union
+from typing import Optional, Protocol, Union
 
-from .parse import (AndOr, Command, For, Group, If, Incomplete, Pipeline, Redir, Seg, Seq, ShSyntaxError,
-                    Simple, While, Word, parse, parse_word)
+from .parse import (
+    AndOr,
+    Command,
+    For,
+    Group,
+    If,
+    Incomplete,
+    Pipeline,
+    Redir,
+    Seg,
+    Seq,
+    ShSyntaxError,
+    Simple,
+    While,
+    Word,
+    parse,
+    parse_word,
+)
 from .view import ContainerView
 
 
@@ -53,17 +70,23 @@ class BufIn:
         return out
 
 
+class Readable(Protocol):
+    def read(self, n: int = -1) -> bytes: ...
+
+    def readline(self) -> bytes: ...
+
+
 class StreamIn:
     """Adapts :class:`~.channels.InputStream` (or any ``read``/``readline`` object)."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: Readable) -> None:
         self._s = stream
 
     def read(self, n: int = -1) -> bytes:
-        return bytes(getattr(self._s, "read")(n))
+        return bytes(self._s.read(n))
 
     def readline(self) -> bytes:
-        return bytes(getattr(self._s, "readline")())
+        return bytes(self._s.readline())
 
 
 class BufOut:
@@ -342,14 +365,14 @@ class Shell:
             for i, cmd in enumerate(node.cmds):
                 last = i == len(node.cmds) - 1
                 out: Out = io.stdout if last else BufOut()
-                status = self.subshell(lambda sub: sub.command(cmd, IO(stdin, out, io.stderr)))
+                status = self.subshell(lambda sub: sub.command(cmd, IO(stdin, out, io.stderr)))  # noqa: B023 - run now
                 if not last:
                     assert isinstance(out, BufOut)
                     stdin = BufIn(bytes(out.data))
         self.status = (1 if status == 0 else 0) if node.negate else status
         return self.status
 
-    def subshell(self, fn: Callable[["Shell"], int]) -> int:
+    def subshell(self, fn: Callable[[Shell], int]) -> int:
         """Run ``fn`` on a copy of this shell (variables, cwd); files and time are shared."""
         sub = Shell(self.view, tty=self.tty, fs=self.fs, vars=dict(self.vars), exported=set(self.exported),
                     params=list(self.params), name=self.name, status=self.status, elapsed=self.elapsed,

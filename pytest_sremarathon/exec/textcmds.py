@@ -7,9 +7,10 @@ import base64 as b64
 import posixpath
 import re
 import stat
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Optional
 
-from .shell import IO, FS, FSError, Shell, applet
+from .shell import FS, IO, FSError, Shell, applet
 
 
 def _split_opts(argv: list[str], with_value: str = "") -> tuple[list[tuple[str, str]], list[str]]:

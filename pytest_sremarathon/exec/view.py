@@ -12,9 +12,11 @@ and messages (curl 6/7/28, wget's, nc's), the ``seconds`` how much virtual time 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import AbstractSet, Callable, Literal, Mapping, Optional, Protocol, Sequence
+from typing import Literal, Optional, Protocol
 
 FailureKind = Literal["resolve", "refused", "unreachable", "timeout", "reset"]
 

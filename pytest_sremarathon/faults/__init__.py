@@ -6,8 +6,15 @@ from __future__ import annotations
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
 from .dependency import CredentialRotated, DnsZone, ExternalOutage, SlowDatastore
-from .infrastructure import (CpuNoisyNeighbour, DiskPressure, NetworkLatency, NodeFailure, TrafficSurge, ZoneOutage,
-                             ZonePartition)
+from .infrastructure import (
+    CpuNoisyNeighbour,
+    DiskPressure,
+    NetworkLatency,
+    NodeFailure,
+    TrafficSurge,
+    ZoneOutage,
+    ZonePartition,
+)
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,

@@ -3,27 +3,28 @@ affects, a mitigation condition judged from cluster evidence, and the on-call cl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
 from ..provenance import EvidenceRef
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
-    from ..pipeline.service import Pipelines
     from ..cluster import Cluster
+    from ..pipeline.service import Pipelines
     from .catalogue import CuratedChange
 
 
 class World(Protocol):
     """The parts of a running marathon that fault kinds act on."""
 
-    cluster: "Cluster"
-    pipelines: "Pipelines"
-    apps: dict[str, "AppSpec"]
+    cluster: Cluster
+    pipelines: Pipelines
+    apps: dict[str, AppSpec]
 
-    def curated(self, app: str, change_id: str) -> "CuratedChange": ...
+    def curated(self, app: str, change_id: str) -> CuratedChange: ...
 
 
 @dataclass

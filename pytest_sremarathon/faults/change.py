@@ -22,8 +22,8 @@ from typing import Any, Optional
 import yaml
 
 from .. import yamlio
-from ..pipeline.service import PipelineError, apply_edit
 from ..k8s.objects import pod_is_active, pod_is_ready
+from ..pipeline.service import PipelineError, apply_edit
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, workload_evidence
 from .catalogue import CuratedChange, FaultTag

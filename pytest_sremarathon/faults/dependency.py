@@ -14,11 +14,19 @@ import hashlib
 from typing import Any, Optional
 
 from ..cluster import RunningContainer
-from ..runtime.code import password_key
 from ..provenance import EvidenceRef
+from ..runtime.code import password_key
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
-from .infrastructure import (app_pods, created_since, impact_on_nodes, rollout_restart, serving,
-                             services_have_ready_pods, uncordon, zone_nodes)
+from .infrastructure import (
+    app_pods,
+    created_since,
+    impact_on_nodes,
+    rollout_restart,
+    services_have_ready_pods,
+    serving,
+    uncordon,
+    zone_nodes,
+)
 
 SLOW_LOG = {
     "redis": "# Asynchronous AOF fsync is taking too long (disk is busy?). Writing the AOF buffer without "

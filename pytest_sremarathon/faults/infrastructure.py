@@ -10,8 +10,9 @@ the nodes cordoned for the incident are uncordoned.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from ..cluster import diurnal
 from ..k8s.objects import pod_is_active, pod_is_ready

@@ -10,8 +10,9 @@ Malformed selectors raise :class:`ApiError` 400 BadRequest with the server's wor
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from .store import ApiError
 
@@ -93,7 +94,7 @@ def parse_label_selector(selector: Optional[str]) -> list[Requirement]:
                     try:
                         int(value)
                     except ValueError:
-                        raise _bad_label(selector, f"for 'Gt', 'Lt' operators, the value must be an integer") from None
+                        raise _bad_label(selector, "for 'Gt', 'Lt' operators, the value must be an integer") from None
                 reqs.append(Requirement(_check_key(selector, key), name, (value,)))
                 break
         else:

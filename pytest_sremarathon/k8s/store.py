@@ -16,9 +16,10 @@ import json
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Optional
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ import json
 import os
 import ssl
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 import yaml
@@ -74,7 +75,7 @@ class KubeApi:
         return urlsplit(self.server).path.rstrip("/")
 
     @classmethod
-    def from_kubeconfig(cls, path: Path, context: Optional[str] = None) -> "KubeApi":
+    def from_kubeconfig(cls, path: Path, context: Optional[str] = None) -> KubeApi:
         path = Path(path).expanduser()
         try:
             config = yaml.safe_load(path.read_text()) or {}

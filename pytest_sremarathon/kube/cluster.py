@@ -29,25 +29,26 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Optional
 
 from ..apps import AppSpec
+from ..cluster import diurnal
+from ..k8s.objects import pod_is_ready
+from ..k8s.store import Store
+from ..metrics import MetricStore
 from ..pipeline.service import PipelineError
 from ..runtime.artifacts import datastore
-from ..cluster import diurnal
-from ..metrics import MetricStore
-from ..k8s.objects import pod_is_ready
 from ..runtime.code import Artifact, ArtifactStore
-from ..k8s.store import Store
 from . import node_faults
 from .api import KubeApi, KubeApiError, api_version, collection_path, object_path
 from .images import ImagePublisher, image_tag
-from .manifests import externals_env, for_cluster, namespace_object
 from .manifests import artifact_image as parse_artifact_image
+from .manifests import externals_env, for_cluster, namespace_object
 from .scrape import ParseError, PodCounters, PodScrape, ServiceMetrics, parse, pod_proxy_path
 
 Progress = Callable[[str], None]

@@ -19,12 +19,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Optional, Protocol
 
 from ..errors import SremarathonError
-from ..runtime.code import Artifact
 from ..runtime.artifacts import is_datastore, short_digest, write_artifact
+from ..runtime.code import Artifact
 
 REGISTRY = "registry.sremarathon.local"
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
@@ -188,8 +189,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from ..apps import load_app
     from ..builtin import APPS_DIR
-    from ..runtime.artifacts import package
-    from ..runtime.artifacts import datastore
+    from ..runtime.artifacts import datastore, package
 
     p = argparse.ArgumentParser(prog="python -m pytest_sremarathon.kube.images")
     p.add_argument("--apps-dir", type=Path, default=APPS_DIR, help="one <app>/ per application (default: the built-in ones)")

@@ -16,14 +16,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional
 
 import yaml
 
-from ..errors import SremarathonError
 from ..cluster import Topology
+from ..errors import SremarathonError
 from .api import KubeApi
 from .images import docker_unavailable
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from ..apps import AppSpec
 

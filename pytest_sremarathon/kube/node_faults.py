@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 from ..errors import SremarathonError
 from .kind import ZONE_LABEL

@@ -40,10 +40,10 @@ from urllib.parse import parse_qsl, unquote, urlencode
 
 import yaml
 
+from ..k8s.store import ApiError
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission, ExtensionHandler, Request, Response
 from ..serving.loopback import LoopbackServer
-from ..k8s.store import ApiError
 from .api import KubeApi
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Optional
+from typing import Optional
 
 from ..metrics import MetricStore
 
@@ -116,7 +117,7 @@ class PodCounters:
     start_time: float = 0.0
 
     @classmethod
-    def from_samples(cls, samples: Iterable[Sample]) -> "PodCounters":
+    def from_samples(cls, samples: Iterable[Sample]) -> PodCounters:
         c = cls()
         for s in samples:
             if s.name == REQUESTS:

@@ -18,8 +18,9 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 from urllib.parse import urlsplit
 
 from ..apps import AppSpec
@@ -84,7 +85,7 @@ class LoadGenerator:
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
-        self._queue: "queue.Queue[Optional[tuple[str, dict]]]" = queue.Queue(maxsize=self.workers * 4)
+        self._queue: queue.Queue[Optional[tuple[str, dict]]] = queue.Queue(maxsize=self.workers * 4)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -96,7 +97,7 @@ class LoadGenerator:
         mix = self._rng.choices(self._mixes, self._weights)[0]
         return mix.endpoint, self.app.traffic.params(mix, self._rng)
 
-    def start(self) -> "LoadGenerator":
+    def start(self) -> LoadGenerator:
         self._stop.clear()
         for i in range(self.workers):
             t = threading.Thread(target=self._work, name=f"loadgen-{self.app.namespace}-{i}", daemon=True)

@@ -4,9 +4,9 @@ content-addressed artifact per code service."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
 
 from ..apps import AppSpec
 from ..errors import SremarathonError

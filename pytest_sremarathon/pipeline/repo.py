@@ -29,7 +29,7 @@ class Author:
     email: str
 
     @classmethod
-    def parse(cls, s: str) -> "Author":
+    def parse(cls, s: str) -> Author:
         name, _, rest = s.partition("<")
         return cls(name.strip(), rest.rstrip(">").strip() or "nobody@example.com")
 
@@ -82,7 +82,7 @@ class GitRepo:
         return subprocess.run(["git", *args], cwd=self.path, env=env, capture_output=True, text=True, input=input)
 
     @classmethod
-    def create(cls, path: Path, template: Path, at: datetime, message: str) -> "GitRepo":
+    def create(cls, path: Path, template: Path, at: datetime, message: str) -> GitRepo:
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True)
@@ -202,7 +202,7 @@ class GitRepo:
     def has(self, commit: str) -> bool:
         return self.succeeds("cat-file", "-e", f"{commit}^{{commit}}")
 
-    def clone_to(self, dest: Path) -> "GitRepo":
+    def clone_to(self, dest: Path) -> GitRepo:
         """A working clone (the agent's checkout); its ``origin`` is this repository."""
         if dest.exists():
             shutil.rmtree(dest)

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional
 
 from .. import yamlio
 from ..agent.protocol import Change
 from ..apps import AppSpec
 from ..clock import iso
-from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..cluster import Cluster
+from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..runtime.code import Artifact
 from .build import BuildError, build
 from .builds import Actor, Build, BuildTimes

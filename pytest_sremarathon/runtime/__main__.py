@@ -32,8 +32,8 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from .artifacts import MANIFEST, ArtifactError, datastore, read_artifact
 from .code import Artifact
-from .artifacts import ArtifactError, MANIFEST, datastore, read_artifact
 from .metrics import Registry
 from .router import HttpRouter
 from .server import Crash, LogSink, ServiceServer

@@ -105,13 +105,13 @@ def is_datastore(artifact: Artifact) -> bool:
     return artifact.files.get(artifact.entry) == DATASTORE_SOURCE
 
 
-def _helpers(app: "AppSpec", files: dict[str, str]) -> dict[str, str]:
+def _helpers(app: AppSpec, files: dict[str, str]) -> dict[str, str]:
     """Shared modules: files in services/ that are not a service of their own."""
     return {p: s for p, s in files.items() if p.startswith("services/") and p.endswith(".py")
             and p[len("services/"):-3] not in app.services}
 
 
-def package(app: "AppSpec", files: dict[str, str]) -> dict[str, Artifact]:
+def package(app: AppSpec, files: dict[str, str]) -> dict[str, Artifact]:
     """Source files of one revision -> one artifact per code service (its entry module plus the
     shared helper modules), named by the digest of its content."""
     helpers = _helpers(app, files)

@@ -13,8 +13,9 @@ import builtins
 import functools
 import traceback
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 
 class ServiceError(Exception):
@@ -149,13 +150,13 @@ def format_exception(exc: BaseException) -> str:
 class Router(Protocol):
     """Executes calls and accounts per-request work; implemented by the traffic engine."""
 
-    def call(self, ctx: "Context", service: str, endpoint: str, payload: dict) -> dict: ...
+    def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict: ...
 
-    def work(self, ctx: "Context", ms: float) -> None: ...
+    def work(self, ctx: Context, ms: float) -> None: ...
 
-    def invoke(self, ctx: "Context", fn: Callable[[], Any], weight: float) -> "Outcome": ...
+    def invoke(self, ctx: Context, fn: Callable[[], Any], weight: float) -> Outcome: ...
 
-    def external(self, ctx: "Context", name: str, op: str, payload: dict) -> dict: ...
+    def external(self, ctx: Context, name: str, op: str, payload: dict) -> dict: ...
 
 
 @dataclass
@@ -179,12 +180,12 @@ class Context:
     router: Router
     logger: Callable[[str], None]
     cache_dict: dict[str, Any] = field(default_factory=dict)
-    stores: dict[str, "StoreClient"] = field(default_factory=dict, repr=False)  # clients, made once per name
+    stores: dict[str, StoreClient] = field(default_factory=dict, repr=False)  # clients, made once per name
 
     def call(self, service: str, endpoint: str, payload: Optional[dict] = None) -> dict:
         return self.router.call(self, service, endpoint, payload or {})
 
-    def store(self, name: str) -> "StoreClient":
+    def store(self, name: str) -> StoreClient:
         client = self.stores.get(name)
         if client is None:
             client = self.stores[name] = StoreClient(self, name)

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..apps import AppSpec
-from .code import ArtifactStore
 from .artifacts import short_digest, write_artifact
+from .code import ArtifactStore
 
 LOOPBACK = "127.0.0.1"
 
@@ -219,7 +219,7 @@ class LocalCluster:
             self._stop(lp)
         self.processes.clear()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -25,7 +25,7 @@ import resource
 import threading
 import time
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -23,7 +23,8 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from .code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from .metrics import Registry
@@ -116,7 +117,8 @@ class HttpRouter:
             try:
                 result = json.loads(data) if data else {}
             except ValueError:
-                raise ServiceError(service, 502, "invalid JSON in response", origin=self._component(ctx.app, service))
+                raise ServiceError(service, 502, "invalid JSON in response",
+                                   origin=self._component(ctx.app, service)) from None
             return result if isinstance(result, dict) else {"value": result}
         try:
             err = json.loads(data)
@@ -199,7 +201,7 @@ class HttpRouter:
                 conn.close()
                 raise ServiceError(service, 503, f"dial tcp {host}:{port}: connect: connection refused",
                                    origin=self._component(ctx.app, service)) from None
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 conn.close()
                 raise UpstreamTimeout(service, timeout_ms, origin=self._component(ctx.app, service)) from None
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:

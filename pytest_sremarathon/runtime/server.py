@@ -30,9 +30,10 @@ import threading
 import time
 import types
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Optional, TextIO
 
 from .code import Artifact, ContainerCrash, Context, ServiceError, format_exception, load_module
 from .metrics import CONTENT_TYPE, Registry
@@ -118,7 +119,7 @@ class ServiceServer:
                 raise Crash(text) from None
         self.module = module
 
-    def start(self) -> "ServiceServer":
+    def start(self) -> ServiceServer:
         if self.module is None:
             self.load()
         httpd = _Server((self.bind, self.port), _handler_for(self))

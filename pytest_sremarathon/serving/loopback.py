@@ -9,14 +9,15 @@ import http.client
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import tls
 
 
 class _Pass:
-    def __enter__(self) -> "_Pass":
+    def __enter__(self) -> _Pass:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -83,7 +84,7 @@ class LoopbackServer:
                                     user=f"{context}-{self.tokens.get(token, 'user')}", context=context)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "LoopbackServer":
+    def start(self) -> LoopbackServer:
         if self._sock is not None:
             return self
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

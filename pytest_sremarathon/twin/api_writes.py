@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Callable, Optional
-
+from collections.abc import Callable
+from typing import Any, Optional
 
 from ..k8s.selectors import selector_string
 from ..k8s.store import RESOURCE_TYPES, ApiError, ResourceType, Store, iso
@@ -20,7 +20,17 @@ from ..serving.http import Admission
 from . import defaults
 from . import patch as patching
 from .api_common import (
-    JSON, Ctx, Plan, bad_request, canonical, conflict, dumps, object_not_found, qualified, status_success, truthy,
+    JSON,
+    Ctx,
+    Plan,
+    bad_request,
+    canonical,
+    conflict,
+    dumps,
+    object_not_found,
+    qualified,
+    status_success,
+    truthy,
 )
 
 log = logging.getLogger(__name__)

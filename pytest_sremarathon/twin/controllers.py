@@ -8,8 +8,9 @@ from __future__ import annotations
 import copy
 import functools
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any
 
 from ..k8s.objects import (
     EventRecorder,
@@ -23,8 +24,8 @@ from ..k8s.objects import (
     set_condition,
     template_hash,
 )
-from .defaults import default_pod_spec, qos_class
 from ..k8s.store import Store, iso
+from .defaults import default_pod_spec, qos_class
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -97,11 +98,11 @@ class Controllers:
             rss = replicasets.get(d["metadata"]["uid"], [])
             due = _idle_until(d)
             quiet_until = min(quiet_until, due)
-            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)
+            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)  # noqa: B023
         pods = _by_controller(self.store.list("Pod"))
         for rs in list(self.store.list("ReplicaSet")):
             owned = pods.get(rs["metadata"]["uid"], [])
-            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)
+            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
         self.collect_garbage()
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)

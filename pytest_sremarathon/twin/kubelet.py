@@ -9,12 +9,14 @@ import base64
 import binascii
 import types
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..k8s.objects import EventRecorder, pod_is_active, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
+from ..k8s.store import Store, iso
 from ..runtime.code import (
     Artifact,
     ArtifactStore,
@@ -25,7 +27,6 @@ from ..runtime.code import (
     format_exception,
     load_module,
 )
-from ..k8s.store import Store, iso
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -98,7 +99,7 @@ def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> t
 
 
 class Kubelet:
-    def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: "Scheduler",
+    def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: Scheduler,
                  router: Router, node_zone: Callable[[str], str]) -> None:
         self.store = store
         self.events = events
@@ -329,7 +330,7 @@ class Kubelet:
             if outcome.error is not None:
                 ok, why = False, f"HTTP probe failed with statuscode: 503 ({outcome.error})"
             elif outcome.latency_ms > timeout_ms:
-                ok, why = False, f'Get "http://{{pod}}:8080/readyz": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
+                ok, why = False, 'Get "http://{pod}:8080/readyz": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
             elif not outcome.value:
                 ok, why = False, "HTTP probe failed with statuscode: 503"
         if ok:

@@ -321,7 +321,7 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _pb(num: int, value: "bytes | str | bool") -> bytes:
+def _pb(num: int, value: bytes | str | bool) -> bytes:
     """One protobuf field: length-delimited for bytes/str (sub-messages are bytes), varint for bool."""
     if isinstance(value, bool):
         return _varint(num << 3) + _varint(int(value))

@@ -21,8 +21,8 @@ import struct
 from datetime import datetime, timezone
 from typing import Any
 
-from ._proto_schema import MESSAGES
 from ..k8s.store import ApiError
+from ._proto_schema import MESSAGES
 
 MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."

@@ -7,11 +7,11 @@ Ages are computed against the *virtual* clock passed in as ``now``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..k8s.selectors import selector_string
-
 
 
 def _cols(*specs: tuple) -> list[dict[str, Any]]:

@@ -15,12 +15,13 @@ import hashlib
 import json
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from ..k8s.store import Store
+from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -88,7 +89,7 @@ class _Frame:
 
     __slots__ = ("container", "work_ms", "downstream_ms")
 
-    def __init__(self, container: Optional["Container"]) -> None:
+    def __init__(self, container: Optional[Container]) -> None:
         self.container = container
         self.work_ms = 0.0
         self.downstream_ms = 0.0
@@ -96,10 +97,10 @@ class _Frame:
 
 @dataclass
 class _Endpoint:
-    containers: list["Container"]
+    containers: list[Container]
     port_ok: bool
-    running: list["Container"] = field(default_factory=list)  # serving this tick …
-    by_zone: dict[str, list["Container"]] = field(default_factory=dict)  # … and per zone
+    running: list[Container] = field(default_factory=list)  # serving this tick …
+    by_zone: dict[str, list[Container]] = field(default_factory=dict)  # … and per zone
     stats: ServiceStats = field(default_factory=ServiceStats)  # what its callers saw this tick
 
     def __post_init__(self) -> None:
@@ -116,11 +117,11 @@ def _contention(rho: float) -> float:
 class TrafficEngine:
     """The router behind every ``ctx.call`` and the load generator at each app's ingress."""
 
-    def __init__(self, store: Store, network: Network, apps: list["AppSpec"]) -> None:
+    def __init__(self, store: Store, network: Network, apps: list[AppSpec]) -> None:
         self.store = store
         self.network = network
         self.apps = {a.namespace: a for a in apps}
-        self.kubelet: Optional["Kubelet"] = None
+        self.kubelet: Optional[Kubelet] = None
         self._stack: list[_Frame] = []
         self._endpoints: dict[tuple[str, str], _Endpoint] = {}
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
@@ -146,7 +147,7 @@ class TrafficEngine:
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             ep = self.store.get("Endpoints", ns, name)
-            ready: list["Container"] = []
+            ready: list[Container] = []
             for subset in (ep or {}).get("subsets") or []:
                 for addr in subset.get("addresses") or []:
                     c = by_uid.get(addr.get("targetRef", {}).get("uid", ""))
@@ -169,7 +170,7 @@ class TrafficEngine:
         if self.network.cpu_overload_timeouts:
             self._overload(by_uid)
 
-    def _overload(self, by_uid: dict[str, "Container"]) -> None:
+    def _overload(self, by_uid: dict[str, Container]) -> None:
         """Per (service, zone) — the pods a caller's local-first routing spreads over — the
         share of the demand measured last tick that the pods' CPU limits cannot serve."""
         groups: dict[tuple[str, str, str], list[float]] = {}  # -> [demand, limit, work, requests]
@@ -186,7 +187,7 @@ class TrafficEngine:
             if limit and demand > limit:
                 self._shed[uid] = 1.0 - limit / demand
 
-    def _port_ok(self, svc: dict[str, Any], ready: list["Container"]) -> bool:
+    def _port_ok(self, svc: dict[str, Any], ready: list[Container]) -> bool:
         if not ready:
             return True
         pod = self.store.get("Pod", ready[0].namespace, ready[0].pod_name)
@@ -197,7 +198,7 @@ class TrafficEngine:
             {p.get("name") for p in spec.get("ports") or [] if p.get("name")}
         return all(p.get("targetPort", p.get("port")) in ports for p in svc["spec"].get("ports") or [])
 
-    def run(self, dt: float, rps_of: Callable[["AppSpec"], float]) -> dict[tuple[str, str], ServiceStats]:
+    def run(self, dt: float, rps_of: Callable[[AppSpec], float]) -> dict[tuple[str, str], ServiceStats]:
         """Send one tick's sampled requests into every app; returns per-service stats."""
         self._pod_work.clear()
         self._pod_requests.clear()
@@ -272,7 +273,7 @@ class TrafficEngine:
         return Outcome(value=value, error=error, latency_ms=latency)
 
     # -- internals -------------------------------------------------------------------------
-    def _container_of(self, ctx: Context) -> Optional["Container"]:
+    def _container_of(self, ctx: Context) -> Optional[Container]:
         assert self.kubelet is not None
         return self.kubelet.by_name.get((ctx.app, ctx.pod))
 
@@ -373,7 +374,7 @@ class TrafficEngine:
             if origin:
                 s.origins[origin] += w
 
-    def _log_error(self, c: "Container", endpoint: str, text: str, key: str = "upstream") -> None:
+    def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
         k = (c.pod_uid, endpoint, key)
         self._tracebacks[k] += 1
         if self._tracebacks[k] <= MAX_TRACEBACKS_PER_TICK and self._now is not None:

@@ -46,7 +46,7 @@ CHANGES = {
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "Endpoint"
+    server: Endpoint
 
     def log_message(self, *args):  # keep test output quiet
         pass

@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files

@@ -3,7 +3,7 @@ API server in front of it (exec_server.py)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from support.exec_fixtures import make_container

@@ -17,10 +17,11 @@ import copy
 import random
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 import yaml

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import copy
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pluggy
 import pytest

@@ -14,7 +14,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml

@@ -6,8 +6,9 @@ pipeline shows up as real 500s with a traceback, and reverting it repairs the sh
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from support.http import get_text, post_json

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Optional
 
 import pytest
 
