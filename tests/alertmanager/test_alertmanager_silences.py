@@ -173,7 +173,7 @@ def test_the_policy_point_denies_and_hears_of_every_decision() -> None:
 def test_the_real_policy_point_denies_silences() -> None:
     """The contract with pytest_sremarathon.policy (docs/TRACES-AND-ALERTS.md): its Decision is a
     verdict as it is, and ``no-silence-alerts`` judges any verb on ``silences``."""
-    from admission import RecordingAdmission
+    from support.admission import RecordingAdmission
 
     from pytest_sremarathon.policy import Decision, MutationRequest, Policy
 
