@@ -133,6 +133,9 @@ class TrafficEngine:
         self._pod_requests: Counter = Counter()
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
+        # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
+        # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
+        self.samples: list[tuple[str, str, str, Any, str, str, float, float]] = []
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -201,6 +204,7 @@ class TrafficEngine:
         """Send one tick's sampled requests into every app; returns per-service stats."""
         self._pod_work.clear()
         self._pod_requests.clear()
+        self.samples = []
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
@@ -295,22 +299,26 @@ class TrafficEngine:
         if not ep.port_ok:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)  # same zone first
+        pool = ep.by_zone.get(ctx.zone) or candidates  # same zone first
+        target = self._rng.choice(pool)
         hop = network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
@@ -322,6 +330,7 @@ class TrafficEngine:
             self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -353,8 +362,10 @@ class TrafficEngine:
             stats = ep.stats
             stats.requests += weight
             stats.latencies.append((latency, weight))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "200", latency, weight))
         else:
             self._record(ns, service, latency, failed=True, origin=error.origin)
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, str(error.status), latency, weight))
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
