@@ -312,7 +312,8 @@ class _Process:
         assert err is not None
         try:
             while True:
-                chunk = err.read1(65536)  # type: ignore[union-attr]
+                # typeshed types Popen's pipes as IO[bytes]; with the default bufsize they are BufferedReaders
+                chunk = err.read1(65536)  # type: ignore[attr-defined]
                 if not chunk:
                     break
                 self.log.write(chunk)

@@ -43,12 +43,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from .clock import iso, parse_iso
 from .events import EVENT_DATA, GENESIS, SCORED_TYPES, Event, canonical, sha256_hex
@@ -100,6 +103,7 @@ def load_signing_key(path: Union[str, Path]) -> Ed25519PrivateKey:
     stripped = data.strip()
     try:
         if stripped.startswith(b"-----BEGIN"):
+            key: PrivateKeyTypes
             if b"OPENSSH PRIVATE KEY" in stripped:
                 key = serialization.load_ssh_private_key(stripped, password=None)
             else:

@@ -95,11 +95,19 @@ class KubeletControl(Protocol):
     def memory_of(self, c: Any) -> int: ...
 
 
+class WorkerNodes(Protocol):
+    """The cluster's worker nodes (the twin's :class:`Topology`; on kube, the nodes it lists)."""
+
+    def node_names(self) -> list[tuple[str, str]]: ...  # (name, zone) of each worker
+
+
 class Cluster(Protocol):
     """One running cluster: its objects, knobs, metrics and deploy target."""
 
     @property
     def store(self) -> "Store": ...
+    @property
+    def topology(self) -> WorkerNodes: ...
     @property
     def network(self) -> NetworkKnobs: ...
     @property

@@ -44,11 +44,11 @@ import pytest
 
 from . import builtin
 from .errors import SremarathonError
+from .session import MarathonCrashed, MarathonSession, MarathonTarget, session_of
 
 if TYPE_CHECKING:
     from .agent_host import AgentSpec
     from .marathon import Marathon, RunResult, SegmentWindow
-    from .plugin import MarathonSession, MarathonTarget
     from .schedule import Schedule
     from .scoring import MarathonScore
 
@@ -59,8 +59,6 @@ __all__ = ["AgentHandle", "ClusterHandle", "MarathonHandle", "agent", "cluster",
 # -- which marathon (collection time) -------------------------------------------------------
 def targets_for(metafunc: pytest.Metafunc) -> list[Any]:
     """``pytest.param`` per marathon seed for a test function that uses the fixtures."""
-    from .plugin import session_of
-
     config = metafunc.config
     ms = session_of(config)
     where = metafunc.definition.nodeid
@@ -103,8 +101,6 @@ def targets_for(metafunc: pytest.Metafunc) -> list[Any]:
 def fixture_report_data(item: pytest.Item) -> Optional[dict[str, Any]]:
     """For a test that used the fixtures: the marathon's final result once it has one (it
     rides on the report, for the summary and the gate on the xdist controller)."""
-    from .plugin import session_of
-
     callspec = getattr(item, "callspec", None)
     target = callspec.params.get("sremarathon_target") if callspec is not None else None
     if target is None:
@@ -141,8 +137,6 @@ class MarathonHandle:
     @property
     def run(self) -> "Marathon":
         """The live marathon (started on first use)."""
-        from .plugin import MarathonCrashed
-
         try:
             return self._session.marathon(self.target)
         except MarathonCrashed as exc:
@@ -200,8 +194,6 @@ class MarathonHandle:
 
     def finish(self) -> "RunResult":
         """Run to the end, seal the bundle and score it from the bundle alone (idempotent)."""
-        from .plugin import MarathonCrashed
-
         try:
             return self._session.finish(self.target)
         except MarathonCrashed as exc:
@@ -287,8 +279,6 @@ def sremarathon_target(request: pytest.FixtureRequest) -> "MarathonTarget":
 @pytest.fixture
 def marathon(request: pytest.FixtureRequest, sremarathon_target: "MarathonTarget") -> MarathonHandle:
     """The marathon run of this test (shared with the marathon file's segment items)."""
-    from .plugin import session_of
-
     return MarathonHandle(session_of(request.config), sremarathon_target)
 
 

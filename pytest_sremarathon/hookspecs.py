@@ -37,9 +37,12 @@ if TYPE_CHECKING:
 
 hookspec = pluggy.HookspecMarker("pytest")
 
+# pluggy reads a hookspec's signature and never runs its body, so a spec that declares what its
+# implementations return has no return statement (pytest's own hookspecs carry the same ignore).
+
 
 @hookspec
-def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":
+def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":  # type: ignore[empty-body]
     """Return fault kinds (subclasses of :class:`pytest_sremarathon.faults.base.FaultKind`) to
     add to the registry; a kind with a built-in kind's ``name`` replaces it.
 
@@ -55,7 +58,7 @@ def pytest_sremarathon_fault_kinds() -> "list[type[FaultKind]]":
 
 
 @hookspec
-def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":
+def pytest_sremarathon_backends() -> "dict[str, Callable[..., Any]]":  # type: ignore[empty-body]
     """Return ``{name: factory}`` for additional cluster backends, selectable with
     ``--marathon-backend NAME`` (``marathon_backend`` in the ini file).
 

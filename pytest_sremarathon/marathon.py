@@ -270,7 +270,7 @@ class Marathon:
         self._record_step(-1, self.host.start())
         if self.think.charged:
             self.stepclock = StepClock(self.think, self.clock, self._advance_during_step, lambda: self.end_time)
-            self.server.gate = self.stepclock.gate  # type: ignore[method-assign]
+            self.server.gate = self.stepclock.gate
             stepclock = self.stepclock
             self.host.simulating = lambda: stepclock.simulated  # the step budget is the agent's own time
             self.stepclock.hold()  # from here on the agent's requests are served within steps
@@ -470,7 +470,7 @@ class Marathon:
         (``FaultKind.evidence``): see :meth:`Provenance.attribute`."""
         assert self.provenance is not None
         a = self.provenance.attribute(self.registry[f.kind].evidence(self, f), since=f.start)
-        return TruthMitigation(fault=f.id, mitigated=True, by=a.by,  # type: ignore[arg-type]
+        return TruthMitigation(fault=f.id, mitigated=True, by=a.by,
                                actions=list(a.actions), evidence=list(a.evidence[:MAX_EVIDENCE]))
 
     def _observe(self, only: Optional[str]) -> None:

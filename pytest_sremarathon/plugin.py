@@ -1,20 +1,27 @@
-"""The pytest plugin: options, collection of marathon files, segment items, the session object
-that owns the running marathons, baseline judging, CI gating, JUnit/HTML reporting and the
-terminal summary.
+"""The pytest plugin (the ``pytest11`` entry point): the options and the hook implementations,
+each hook implemented once. What the hooks do lives in modules named for it:
+
+=====================  ======================================================================
+``settings.py``        the options read and checked once (:class:`Settings`)
+``session.py``         the session object: the marathons of this process (``config.stash``)
+``items.py``           the collection tree: marathon files, runs, segment items
+``fixtures.py``        the marathon fixtures for plain test functions
+``scoreboard.py``      the results, from reports alone (so ``pytest -n`` = a plain run)
+``baseline_file.py``   the baseline file (``--marathon-baseline``)
+``junit.py``           testcase names, attachments and properties for ``--junitxml``
+``html_extras.py``     pytest-html's links and pictures
+``distributed.py``     pytest-xdist: worker detection, ``--dist loadgroup``, hand-overs
+=====================  ======================================================================
 
     pytest --agent=mypkg.agent:Agent --junitxml=out.xml                 # the built-in marathon
     pytest --agent=mypkg.agent:Agent --marathon-scenario smoke           # the 2-hour one
     pytest ci/marathon.yaml --agent=mypkg.agent:Agent                   # a marathon file of yours
 
-A marathon file collects as one ``marathon[seed=N]`` per seed, each with one item per segment
-in time order. Running an item advances that marathon past the segment (and past the end of
-every fault injected in it), then asserts each of those faults' stage progress.
-
-With an agent and no test paths on the command line, a project without a marathon file gets
-the session's scenario (``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``,
-else the built-in ``default``) collected as ``sremarathon:<name>``. Without an agent, nothing
-of the plugin runs in a project without marathon files, and its start-up imports nothing heavy
-(the machinery is imported when a marathon is collected).
+Importing this module imports nothing else of the package: pytest loads it on every run on
+any machine where the package is installed, so each hook imports what it needs when it runs
+(the way pytest-xdist's and Hypothesis's entry points stay light). Without an agent, nothing
+of the plugin runs in a project without marathon files, and nothing heavy is imported (the
+marathon machinery is imported when a marathon is collected).
 
 Where things happen (so that ``pytest -n`` behaves like a plain run):
 
@@ -22,46 +29,28 @@ Where things happen (so that ``pytest -n`` behaves like a plain run):
   ``xdist_group`` markers plus ``--dist loadgroup``);
 * what an item found rides on its report (``report.sremarathon``, like Hypothesis's
   statistics), so the controller builds the summary, the gate, the baseline update and the JUnit
-  extras from reports alone (:class:`Scoreboard`), never from a worker's marathons.
+  extras from reports alone (the scoreboard), never from a worker's marathons.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import shlex
-import shutil
-import sys
-import time
-import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import pytest
 
-from . import builtin, hookspecs
-from .errors import SremarathonError
-
-if TYPE_CHECKING:  # the machinery is imported when a marathon is collected, not at pytest's start
-    from .marathon import Marathon, MarathonOptions, Progress, RunResult, SegmentWindow
-    from .scenario import Scenario
-    from .scoring import FaultResult, MarathonScore
+if TYPE_CHECKING:
+    from .junit import Testcases
+    from .session import MarathonSession
 
 pytest_plugins = ("pytest_sremarathon.fixtures",)
-
-USAGE_EXAMPLE = "pytest --agent=pytest_sremarathon.baselines:RollbackAgent"
-RESULT_KEY = pytest.StashKey["SegmentResult"]()
-RUN_REPORT_KEY = pytest.StashKey["tuple[Optional[Path], str]"]()
-BASELINE_FORMAT = "sremarathon-baseline/1"
-DEFAULT_OUT = "sremarathon-runs"
-DEFAULT_PROGRESS_SECONDS = 10.0
 
 
 # -- options --------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from . import builtin
+    from .settings import DEFAULT_OUT, DEFAULT_PROGRESS_SECONDS
+
     group = parser.getgroup("sremarathon", "SRE marathons (pytest-sremarathon)")
 
     def add(name: str, help: str, ini_type: Optional[str] = None, **kw: Any) -> None:
@@ -99,1044 +88,97 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   f"a marathon (default {DEFAULT_PROGRESS_SECONDS:g}; 0 = every virtual hour)", default=None)
 
 
-def _raw(config: pytest.Config, name: str) -> tuple[Optional[str], str]:
-    """(value, where): the command line wins over the ini file."""
-    value = config.getoption(name, None)
-    if value is not None:
-        return str(value), "option"
-    value = config.getini(name)
-    return (str(value), "ini") if value not in (None, "", []) else (None, "")
-
-
-def _opt(config: pytest.Config, name: str) -> Optional[str]:
-    return _raw(config, name)[0]
-
-
-def _scenario_opt(config: pytest.Config) -> Optional[Path]:
-    """``--marathon-scenario`` / ``marathon_scenario``: a built-in's file for a name, else a path."""
-    value, where = _raw(config, "marathon_scenario")
-    if value is None:
-        return None
-    if builtin.is_name(value):
-        try:
-            return builtin.builtin_path(value)
-        except builtin.UnknownScenario as exc:
-            flag = "--marathon-scenario" if where == "option" else f"marathon_scenario in {config.inipath}"
-            raise pytest.UsageError(f"{flag} {value}: {exc}, or give the path of a scenario .yaml file") from None
-    return _path_opt(config, "marathon_scenario")
-
-
-def _path_opt(config: pytest.Config, name: str) -> Optional[Path]:
-    """A path option: relative to the invocation directory on the command line, to the ini
-    file's directory in the ini file."""
-    value, where = _raw(config, name)
-    if value is None:
-        return None
-    base = config.invocation_params.dir if where == "option" else (
-        config.inipath.parent if config.inipath else config.rootpath)
-    return (Path(base) / Path(value).expanduser()).resolve()
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The plugin's options, read and checked once (a bad value is a usage error)."""
-
-    agent: Optional[str]
-    agent_cmd: Optional[str]
-    seeds: Optional[list[int]]
-    backend: str
-    out: Path
-    min_score: Optional[float]
-    baseline: Optional[Path]
-    update_baseline: bool
-    step_budget: Optional[float]
-    signing_key: Optional[Path]
-    scenario: Optional[Path]
-    progress_interval: float
-    keep_cluster: bool = False
-    think_time: Optional[str] = None  # canonical spelling (thinktime.ThinkTime), None = the scenario's
-
-    @property
-    def has_agent(self) -> bool:
-        return bool(self.agent or self.agent_cmd)
-
-    def session_scenario(self, rootpath: Path) -> Path:
-        """The session's marathon: ``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``
-        when the project has one, else the built-in ``default``."""
-        return self.scenario or builtin.default_scenario(rootpath)
-
-
-def read_settings(config: pytest.Config) -> Settings:
-    def number(name: str, low: Optional[float] = None, high: Optional[float] = None) -> Optional[float]:
-        value = _opt(config, name)
-        if value is None:
-            return None
-        flag = "--" + name.replace("_", "-")
-        try:
-            x = float(value)
-        except ValueError:
-            raise pytest.UsageError(f"{flag} takes a number, got {value!r}") from None
-        if (low is not None and x < low) or (high is not None and x > high):
-            raise pytest.UsageError(f"{flag} must be between {low:g} and {high:g}, got {value}"
-                                    if high is not None else f"{flag} must be > {low:g}, got {value}")
-        return x
-
-    agent, agent_cmd = _opt(config, "agent"), _opt(config, "agent_cmd")
-    if agent and agent_cmd:
-        raise pytest.UsageError("give --agent or --agent-cmd, not both")
-    seeds_opt = _opt(config, "marathon_seeds")
-    seeds: Optional[list[int]] = None
-    if seeds_opt is not None:
-        try:
-            seeds = list(dict.fromkeys(int(s) for s in seeds_opt.replace(" ", "").split(",") if s))
-        except ValueError:
-            seeds = []
-        if not seeds:
-            raise pytest.UsageError(f"--marathon-seeds takes comma-separated integers (e.g. 1,2,3), got {seeds_opt!r}")
-    backend = _opt(config, "marathon_backend") or "twin"
-    if backend.startswith("kubeconfig:"):
-        where = _raw(config, "marathon_backend")[1]
-        base = config.invocation_params.dir if where == "option" else (
-            config.inipath.parent if config.inipath else config.rootpath)
-        path = (Path(base) / Path(backend[len("kubeconfig:"):]).expanduser()).resolve()
-        if not path.is_file():
-            raise pytest.UsageError(f"--marathon-backend {backend}: no such kubeconfig file: {path}")
-        backend = f"kubeconfig:{path}"
-    if backend != "twin" and not _backend_known(backend, config):  # (the default costs no import)
-        from .backends import backend_factories
-
-        known = [k + "PATH" if k.endswith(":") else k for k in backend_factories(config.hook)]
-        raise pytest.UsageError(f"--marathon-backend {backend!r} is unknown; available: {', '.join(sorted(known))}")
-    keep_cluster = bool(config.getoption("marathon_keep_cluster", None) or config.getini("marathon_keep_cluster"))
-    budget = number("marathon_step_budget", low=0)
-    if budget is not None and budget <= 0:
-        raise pytest.UsageError(f"--marathon-step-budget must be > 0 seconds, got {budget:g}")
-    baseline = _path_opt(config, "marathon_baseline")
-    update = bool(config.getoption("marathon_update_baseline", None) or config.getini("marathon_update_baseline"))
-    if update and baseline is None:
-        raise pytest.UsageError("--marathon-update-baseline needs --marathon-baseline FILE (the file to write)")
-    key = _path_opt(config, "marathon_signing_key")
-    if key is not None and not key.is_file():
-        raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
-    scenario = _scenario_opt(config)
-    if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
-        raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
-                                f"a built-in scenario: {builtin.names_line()})")
-    think = _opt(config, "marathon_think_time")
-    if think is not None:
-        from .thinktime import parse_think_time
-
-        try:
-            think = str(parse_think_time(think))
-        except ValueError as exc:
-            where = "--marathon-think-time" if _raw(config, "marathon_think_time")[1] == "option" else \
-                f"marathon_think_time in {config.inipath}"
-            raise pytest.UsageError(f"{where}: {exc}") from None
-    interval = _opt(config, "marathon_progress_interval")
-    try:
-        progress = float(interval) if interval is not None else DEFAULT_PROGRESS_SECONDS
-    except ValueError:
-        raise pytest.UsageError(f"marathon_progress_interval takes seconds, got {interval!r}") from None
-    return Settings(agent=agent, agent_cmd=agent_cmd, seeds=seeds, backend=backend,
-                    out=_path_opt(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
-                    min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
-                    step_budget=budget, signing_key=key, scenario=scenario,
-                    progress_interval=progress, keep_cluster=keep_cluster, think_time=think)
-
-
-def _backend_known(backend: str, config: pytest.Config) -> bool:
-    from .backends import resolve_backend
-
-    return resolve_backend(backend, config.hook) is not None
-
-
-# -- plugin wiring --------------------------------------------------------------------------
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
+# -- start and end of the process -------------------------------------------------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """With ``-n`` and no ``--dist``, pick ``loadgroup`` so that each marathon stays on one
-    worker, in segment order (before xdist picks ``load``, which would split a marathon)."""
-    option = config.option
-    if not getattr(option, "numprocesses", None) or not hasattr(option, "dist"):
-        return
-    if not (_opt(config, "agent") or _opt(config, "agent_cmd")):
-        return  # no marathon can run: leave the user's tests alone
-    if option.dist == "no" and not getattr(option, "distload", False):
-        option.dist = "loadgroup"
-        config.stash[AUTO_DIST_KEY] = True
-    elif option.dist in ("load", "worksteal"):
-        raise pytest.UsageError(
-            f"--dist {option.dist} would split a marathon's segments across workers (each would run its own "
-            f"copy of the marathon); use --dist loadgroup, or leave --dist out with -n and it is chosen for you")
+    """With ``-n`` and no ``--dist``, pick ``loadgroup`` (before xdist picks ``load``)."""
+    from .distributed import choose_dist
 
-
-AUTO_DIST_KEY = pytest.StashKey[bool]()
+    choose_dist(config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .distributed import distributing, take_from_controller
+    from .session import SESSION_KEY, MarathonSession
+    from .settings import read_settings
+
     config.addinivalue_line("markers", "sremarathon: a marathon segment (added by pytest-sremarathon)")
     config.addinivalue_line("markers", "marathon_scenario(name_or_path, seeds=None): the marathon (a built-in "
                                        "scenario's name, or a path relative to the rootdir) the marathon fixtures "
                                        "(cluster, fault_schedule, agent, marathon, marathon_result) of this test use")
     session = config.stash[SESSION_KEY] = MarathonSession(config, read_settings(config))
-    if session.settings.has_agent:  # without an agent no marathon runs: none of its hooks are needed
-        config.pluginmanager.register(session, "sremarathon-session")
+    if session.settings.has_agent:  # without an agent no marathon runs: none of these hooks are needed
+        config.pluginmanager.register(_AgentHooks(session), "sremarathon-session")
     session.baseline  # a missing or broken baseline file is a usage error now, not in a test
-    if _distributing(config):
+    if distributing(config):
         # Workers' usage errors never reach the user: check on the controller, once.
         session.check_before_distributing()
-        config.pluginmanager.register(_XdistController(config), "sremarathon-xdist")
-    workerinput = getattr(config, "workerinput", {})
-    if workerinput.get("sremarathon_loadgroup"):
-        # Workers parse the original command line (no --dist there): tell xdist's worker side
-        # that the controller schedules by group, so it suffixes node ids with "@<group>".
-        config.option.loadgroup = True
-    if workerinput.get("sremarathon_agent_checked"):
+    if take_from_controller(config):
         session.agent_checked = True
 
 
-def _distributing(config: pytest.Config) -> bool:
-    """Is this the controller of an xdist run (which collects nothing itself)?"""
-    return (not _is_worker(config) and getattr(config.option, "dist", "no") != "no"
-            and bool(getattr(config.option, "tx", None)) and not config.getoption("collectonly", False))
-
-
-class _XdistController:
-    """Hands the controller's decisions to each xdist worker, and takes back the results of
-    runs no report carried (sealed when the worker's session ended)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_configure_node(self, node: Any) -> None:
-        if self.config.stash.get(AUTO_DIST_KEY, False):
-            node.workerinput["sremarathon_loadgroup"] = True
-        node.workerinput["sremarathon_agent_checked"] = session_of(self.config).agent_checked
-
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        board = session_of(self.config).board
-        for data in getattr(node, "workeroutput", {}).get("sremarathon", []):
-            board.add(data, "")
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from .session import SESSION_KEY
+
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         session.close()
 
 
-def session_of(config: pytest.Config) -> "MarathonSession":
-    return config.stash[SESSION_KEY]
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    s = session_of(config).settings
+    from .distributed import AUTO_DIST_KEY
+    from .session import display_path, session_of
+
+    ms = session_of(config)
+    s = ms.settings
     if not s.has_agent:
         return []
     who = s.agent or f"cmd: {s.agent_cmd}"
-    lines = [f"sremarathon: agent {who}; backend {s.backend}; bundles in {_display_path(config, s.out)}"]
-    if _fallback_allowed(config):
-        lines.append(f"sremarathon: without a marathon file in the test paths, the {_scenario_words(config)} runs")
+    lines = [f"sremarathon: agent {who}; backend {s.backend}; bundles in {display_path(config, s.out)}"]
+    if ms.fallback_allowed():
+        lines.append(f"sremarathon: without a marathon file in the test paths, the {ms.scenario_words()} runs")
     if s.baseline is not None:
-        lines.append(f"sremarathon: baseline {_display_path(config, s.baseline)}"
+        lines.append(f"sremarathon: baseline {display_path(config, s.baseline)}"
                      + (" (will be rewritten)" if s.update_baseline else ""))
     if config.stash.get(AUTO_DIST_KEY, False):
         lines.append("sremarathon: --dist loadgroup (each marathon on one worker, in segment order)")
     return lines
 
 
-def _display_path(config: pytest.Config, path: Path | str) -> str:
-    """Relative to the rootdir when inside it (what GitLab and Jenkins resolve attachments
-    against: the project directory / workspace), absolute otherwise."""
-    p = Path(path)
-    try:
-        return p.resolve().relative_to(config.rootpath.resolve()).as_posix()
-    except ValueError:
-        return str(p)
-
-
-# -- marathons of the session ---------------------------------------------------------------
-@dataclass(eq=False)
-class MarathonTarget:
-    """One marathon of the session: a scenario file and a seed. Segment items and fixtures
-    that name the same file and seed share one run."""
-
-    id: str  # display id: "<file>::<scenario>[seed=N]", the marathon collector's node id
-    path: Path
-    scenario: Scenario
-    seed: int
-
-    @property
-    def name(self) -> str:
-        """``<scenario>[seed=N]``: the key in baseline files (independent of where the file is)."""
-        return f"{self.scenario.name}[seed={self.seed}]"
-
-    @property
-    def group(self) -> str:
-        """The ``xdist_group`` name (no brackets: xdist reads a ``]`` after ``@`` as a parameter)."""
-        return f"sremarathon-{self.scenario.name}-seed{self.seed}"
-
-
-class MarathonCrashed(Exception):
-    pass
-
-
-@dataclass
-class SegmentResult:
-    """What a segment item found, carried on the report (so it crosses xdist workers)."""
-
-    marathon: str
-    run: str
-    segment: str
-    index: int
-    segments: int
-    faults: list[dict[str, Any]]
-    score_so_far: float
-    bundle: str
-    scenario_digest: str
-    agent: str
-    final: Optional[dict[str, Any]] = None
-    baseline: Optional[str] = None  # "expected", "improved", "regression" or None (judged without one)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(eq=False)  # registered as a plugin: must stay hashable
-class MarathonSession:
-    """Owns the marathons of a pytest process (one per scenario file and seed), judges
-    segments against the baseline, and (on the controller) keeps the scoreboard."""
-
-    config: pytest.Config
-    settings: Settings
-    targets: dict[tuple[str, int], MarathonTarget] = field(default_factory=dict)
-    running: dict[str, Marathon] = field(default_factory=dict)
-    results: dict[str, RunResult] = field(default_factory=dict)
-    crashed: dict[str, str] = field(default_factory=dict)
-    usage_errors: list[str] = field(default_factory=list)
-    scenarios: dict[str, Scenario] = field(default_factory=dict)
-    board: "Scoreboard" = field(default_factory=lambda: Scoreboard())
-    reasons: dict[str, str] = field(default_factory=dict)  # how each sealed run ended
-    reported: set[str] = field(default_factory=set)  # runs whose final result rode on a report
-    gate_failures: list[str] = field(default_factory=list)
-    not_gated: list[str] = field(default_factory=list)
-    baseline_written: Optional[str] = None
-    agent_checked: bool = False
-    files_collected: int = 0  # marathon files collected from the test paths
-    fallback: Optional["SessionMarathon"] = None  # the session's scenario, when it was collected instead
-    _agent_error: Optional[str] = None
-    _baseline: Optional["Baseline"] = None
-    _progress_last: dict[str, float] = field(default_factory=dict)
-    _junit_pending: dict[Any, Any] = field(default_factory=dict)
-
-    # -- targets and runs ------------------------------------------------------------------
-    def scenario(self, path: Path) -> Scenario:
-        key = str(path.resolve())
-        if key not in self.scenarios:
-            from .scenario import load_scenario
-
-            self.scenarios[key] = load_scenario(path)
-        return self.scenarios[key]
-
-    def target(self, path: Path, scenario: Scenario, seed: int, id: Optional[str] = None) -> MarathonTarget:
-        key = (str(path.resolve()), seed)
-        t = self.targets.get(key)
-        if t is None:
-            display = id or f"{scenario_id(self.config, path)}::{scenario.name}[seed={seed}]"
-            t = self.targets[key] = MarathonTarget(display, path.resolve(), scenario, seed)
-        return t
-
-    def agent_problem(self, where: Path | str) -> Optional[str]:
-        """Why no marathon can run here (no agent, or one that does not load), else None."""
-        if not self.settings.has_agent:
-            return f"{where}: a marathon needs an agent to run; for example:\n  {USAGE_EXAMPLE}"
-        if not self.agent_checked:
-            self.agent_checked = True
-            self._agent_error = self._agent_problem()
-        return self._agent_error
-
-    def require_agent(self, where: Path | str) -> bool:
-        """False when no usable agent is configured: a usage error, raised once collection is
-        over (on an xdist worker, a collection error: a worker's usage error would be lost)."""
-        problem = self.agent_problem(where)
-        if problem is None:
-            return True
-        if _is_worker(self.config):
-            raise pytest.Collector.CollectError(problem)
-        self.usage_errors.append(problem)
-        return False
-
-    def check_before_distributing(self) -> None:
-        explicit = [a.split("::")[0] for a in self.config.args]
-        marathons = [a for a in explicit if a.endswith((".yaml", ".yml")) and Path(a).is_file()]
-        if not self.settings.has_agent and not marathons:
-            return  # nothing of ours to run (or found later, by the workers)
-        problem = self.agent_problem(marathons[0] if marathons else "--agent")
-        if problem:
-            raise pytest.UsageError(problem)
-
-    def _agent_problem(self) -> Optional[str]:
-        s = self.settings
-        if s.agent:
-            from .agent.loader import AgentLoadError, check_agent
-
-            try:
-                check_agent(s.agent)
-            except AgentLoadError as exc:
-                return f"--agent={s.agent}: {exc}"
-            return None
-        argv = shlex.split(s.agent_cmd or "")
-        if not argv:
-            return "--agent-cmd is empty"
-        exe = argv[0]
-        if "/" in exe:
-            found = (Path(self.config.invocation_params.dir) / exe).exists()
-        else:
-            found = shutil.which(exe) is not None
-        return None if found else f"--agent-cmd: command not found: {exe}"
-
-    def options(self, target: MarathonTarget) -> MarathonOptions:
-        from .agent_host import AgentSpec
-        from .bundle import load_signing_key
-        from .marathon import MarathonOptions
-        from .thinktime import parse_think_time
-
-        s = self.settings
-        return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
-                               seed=target.seed, out_dir=s.out, step_budget=s.step_budget,
-                               signing_key=load_signing_key(s.signing_key) if s.signing_key else None,
-                               progress=self._progress_printer(target), backend=s.backend,
-                               keep_cluster=s.keep_cluster,
-                               think_time=parse_think_time(s.think_time) if s.think_time else None)
-
-    def marathon(self, target: MarathonTarget) -> Marathon:
-        """The target's run, started on first use."""
-        if target.id in self.crashed:
-            raise MarathonCrashed(self.crashed[target.id])
-        m = self.running.get(target.id)
-        if m is None:
-            from .marathon import Marathon
-
-            m = self.running[target.id] = Marathon(target.scenario, self.options(target), hook=self.config.hook)
-            self._progress_last[target.id] = time.monotonic()
-            try:
-                m.start()
-            except Exception as exc:
-                self.crash(target, "start", exc)
-                raise
-        return m
-
-    def finish(self, target: MarathonTarget) -> RunResult:
-        if target.id not in self.results:
-            self.results[target.id] = self.marathon(target).finish()
-            self.reasons[target.id] = "completed"
-        return self.results[target.id]
-
-    def final_data(self, target: MarathonTarget) -> dict[str, Any]:
-        """A sealed run's result as it rides on a report (and in xdist's workeroutput)."""
-        from .clock import parse_iso
-        from .marathon import segment_windows
-
-        self.reported.add(target.id)
-        result, m = self.results[target.id], self.running[target.id]
-        windows = segment_windows(target.scenario)
-
-        def segment_of(start: str) -> str:
-            t = parse_iso(start)
-            return next((w.name for w in windows if w.start <= t < w.end), windows[-1].name)
-
-        return {"marathon": target.id, "run": target.name, "segment": None, "bundle": self.bundle_path(m),
-                "scenario_digest": target.scenario.digest, "agent": m.options.agent.label,
-                "faults": [{**r.to_dict(), "segment": segment_of(r.start)} for r in result.score.faults],
-                "final": _final_summary(result.score, self.reasons.get(target.id, "completed"))}
-
-    def seal_unfinished(self) -> None:
-        """At the session's end: seal runs no test finished (interrupted: fixtures that looked at
-        part of a run, deselected segments, ``-x``) and publish the results no report carried."""
-        for target in list(self.targets.values()):
-            if target.id not in self.running:
-                continue
-            if target.id not in self.results:
-                try:
-                    self.results[target.id] = self.running[target.id].finish("interrupted")
-                    self.reasons[target.id] = "interrupted"
-                except Exception as exc:  # noqa: BLE001 - never mask the session's own outcome
-                    print(f"sremarathon: could not seal {target.id}: {exc}", file=sys.stderr)
-                    continue
-            if target.id in self.reported:
-                continue
-            data = self.final_data(target)
-            if _is_worker(self.config):
-                self.config.workeroutput.setdefault("sremarathon", []).append(data)  # type: ignore[attr-defined]
-            else:
-                self.board.add(data, "")
-
-    def crash(self, target: MarathonTarget, where: str, exc: BaseException) -> None:
-        """The run broke: seal what it recorded, and fail its later segments at once."""
-        m = self.running.get(target.id)
-        bundle = ""
-        if m is not None and target.id not in self.results:
-            try:
-                self.results[target.id] = m.finish("error", f"{type(exc).__name__}: {exc}")
-                self.reasons[target.id] = "error"
-                bundle = f"; bundle {self.bundle_path(m)}"
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                pass
-        self.crashed[target.id] = f"marathon {target.name} stopped in {where}: {type(exc).__name__}: {exc}{bundle}"
-
-    def bundle_path(self, m: Marathon) -> str:
-        """The sealed bundle's path (it exists once the run is sealed), as attached to reports."""
-        return _display_path(self.config, Path(str(m.run_dir) + ".tar.gz"))
-
-    def close(self) -> None:
-        """Seal whatever is still running (an interrupted session keeps its evidence)."""
-        for key, m in self.running.items():
-            if key not in self.results:
-                try:
-                    self.results[key] = m.finish("interrupted")
-                    self.reasons[key] = "interrupted"
-                except Exception as exc:  # noqa: BLE001 - never mask the session's own outcome
-                    print(f"sremarathon: could not seal {key}: {exc}", file=sys.stderr)
-
-    # -- xdist ------------------------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """On an xdist worker under ``loadgroup``: make sure our items carry the ``@<group>``
-        node id suffix the controller groups by. xdist 3.8 sets it through ``item._nodeid``,
-        which pytest ≥ 9.2 no longer reads (pytest-xdist#1386), so our marathons would be split
-        across workers; set it on the structured id when xdist's did not take."""
-        if not (_is_worker(self.config) and getattr(self.config.option, "loadgroup", False)):
-            return
-        for item in items:
-            groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                      for m in item.iter_markers("xdist_group")}
-            if not any(g.startswith("sremarathon-") for g in groups):
-                continue
-            nodeid = item.nodeid
-            if nodeid.rfind("@") > nodeid.rfind("]"):
-                continue  # xdist's suffix took
-            _set_nodeid(item, f"{nodeid}@{'_'.join(sorted(groups))}")
-
-    # -- baseline ---------------------------------------------------------------------------
-    @property
-    def baseline(self) -> Optional["Baseline"]:
-        if self._baseline is None and self.settings.baseline is not None:
-            self._baseline = Baseline.load(self.settings.baseline, missing_ok=self.settings.update_baseline)
-        return self._baseline
-
-    # -- progress --------------------------------------------------------------------------
-    def _progress_printer(self, target: MarathonTarget) -> Optional[Callable[[Progress], None]]:
-        config = self.config
-        if _is_worker(config) or config.get_verbosity() < -1:
-            return None  # xdist workers have no terminal; -qq asks for silence
-        tr = config.pluginmanager.getplugin("terminalreporter")
-        if tr is None:
-            return None
-        interval = self.settings.progress_interval
-
-        def show(p: Progress) -> None:
-            now = time.monotonic()
-            if now - self._progress_last.get(target.id, 0.0) < interval:
-                return
-            self._progress_last[target.id] = now
-            start = self.running[target.id].start_time if target.id in self.running else p.now
-            line = (f"sremarathon: {target.name} {_hours(p.now - start)} of {_hours(p.end - start)} virtual; "
-                    f"faults injected {p.injected} ({p.active} active); alerts firing {p.firing}; "
-                    f"agent steps {p.steps}")
-            capman = config.pluginmanager.getplugin("capturemanager")
-            if capman is not None:
-                with capman.global_and_fixture_disabled():
-                    tr.write_line(line)
-            else:
-                tr.write_line(line)
-
-        return show
-
-    # -- reports (runs on the controller for every report, the workers' included) -----------
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
-        data = getattr(report, "sremarathon", None)
-        segment = bool(getattr(report, "sremarathon_segment", False))
-        nodeid = _strip_group(report.nodeid)
-        ours = segment or (nodeid != report.nodeid and "@sremarathon-" in report.nodeid)
-        xml = _junit(self.config) if ours else None
-        reporter = None
-        if xml is not None:
-            # pytest reads a bracket in a middle id component as the last one's parameters
-            # ("…segment-01]"), and xdist appends "@<group>": give the testcase its plain names.
-            reporter = xml.node_reporter(report)
-            classname, name = _junit_names(nodeid, segment)
-            reporter.add_attribute("classname", f"{xml.prefix}.{classname}" if xml.prefix else classname)
-            reporter.add_attribute("name", name)
-            if data and segment:
-                self._junit_pending[(report.nodeid, getattr(report, "node", None))] = data["bundle"]
-        if data and report.when == "call":
-            self.board.add(data, _outcome(report))
-        try:
-            return (yield)
-        finally:
-            if reporter is not None and report.when == "teardown":
-                bundle = self._junit_pending.pop((report.nodeid, getattr(report, "node", None)), None)
-                if bundle:
-                    _attach(reporter, bundle)
-
-    def suite_properties(self) -> None:
-        """JUnit ``<testsuite>`` properties per marathon, from the scoreboard (so with xdist too)."""
-        xml = _junit(self.config)
-        if xml is None or _is_worker(self.config):
-            return
-        for key in sorted(self.board.rows):
-            row = self.board.rows[key]
-            if row.final:
-                xml.add_global_property(f"sremarathon_score:{key}", f"{row.final['score']:.2f}")
-                xml.add_global_property(f"sremarathon_declared_done_gap:{key}", f"{row.final['declared_done_gap']:.2f}")
-                xml.add_global_property(f"sremarathon_localization_credit:{key}",
-                                        f"{row.final.get('localization_credit', 0):.3f}")
-                xml.add_global_property(f"sremarathon_scoring_version:{key}", str(row.final.get("scoring_version", 1)))
-                xml.add_global_property(f"sremarathon_collateral:{key}", " ".join(
-                    f"{category}={n}" for category, n in sorted((row.final.get("collateral") or {}).items())))
-                xml.add_global_property(f"sremarathon_bundle:{key}", row.bundle)
-
-    # -- gating, baseline update ------------------------------------------------------------
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if _is_worker(self.config):
-            return
-        s = self.settings
-        if s.min_score is not None:
-            for key in sorted(self.board.rows):
-                row = self.board.rows[key]
-                if not row.complete:
-                    self.not_gated.append(f"{row.id} did not complete ({row.reason}): not judged against "
-                                          f"--marathon-min-score {s.min_score:g}")
-                elif row.score is not None and row.score < s.min_score:
-                    self.gate_failures.append(f"{row.id} scored {row.score:.1f} < --marathon-min-score {s.min_score:g}")
-            if self.gate_failures and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if s.update_baseline and s.baseline is not None and self.board.rows:
-            base = self.baseline or Baseline(s.baseline, {})
-            n = base.update(self.board)
-            base.write()
-            self.baseline_written = f"{_display_path(self.config, s.baseline)} ({n} faults of {len(self.board.rows)} marathon(s))"
-
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if _is_worker(config) or not self.board.rows:
-            return
-        tr = terminalreporter
-        tr.write_sep("=", "SRE marathon results")
-        for line in self.board.table():
-            tr.write_line(line)
-        from .scoring import weights_line
-
-        tr.write_line(weights_line())
-        modes = {r.id: (r.final or {}).get("think_time") for r in self.board.rows.values()}
-        if any(modes.values()):
-            if len(set(modes.values())) == 1:
-                tr.write_line(f"think time: {next(iter(modes.values()))}")
-            else:
-                tr.write_line("think time: " + ", ".join(f"{k} {v or '-'}" for k, v in sorted(modes.items())))
-        if self.settings.baseline is not None:
-            for line in self.board.baseline_lines(_display_path(config, self.settings.baseline)):
-                tr.write_line(line)
-        if self.baseline_written:
-            tr.write_line(f"baseline updated: {self.baseline_written}")
-        for line in self.not_gated:
-            tr.write_line(f"not gated: {line}", yellow=True)
-        for line in self.gate_failures:
-            tr.write_line(f"FAILED gate: {line}", red=True, bold=True)
-
-
-SESSION_KEY = pytest.StashKey[MarathonSession]()
-
-
-def _hours(delta: Any) -> str:
-    minutes = int(delta.total_seconds() // 60)
-    return f"{minutes // 60}:{minutes % 60:02d}"
-
-
-def _outcome(report: pytest.TestReport) -> str:
-    if hasattr(report, "wasxfail"):
-        return "xfailed" if report.skipped else "xpassed"
-    return report.outcome
-
-
-def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
-    if hasattr(item, "_id"):  # pytest ≥ 9.2: structured node ids
-        from _pytest.nodeid import coerce_node_id
-
-        item._id = coerce_node_id(nodeid)
-    else:  # pragma: no cover - older pytest (where xdist's own suffix takes)
-        item._nodeid = nodeid
-
-
-def _junit_names(nodeid: str, segment: bool) -> tuple[str, str]:
-    """(classname, name) of a testcase: ``marathon.yaml`` / ``marathon[seed=1]::segment-01`` for
-    a segment; what pytest gives a test function otherwise."""
-    path, _, rest = nodeid.partition("::")
-    if segment:
-        return path.replace("/", "."), rest
-    from _pytest.junitxml import mangle_test_address
-
-    names = mangle_test_address(nodeid)
-    return ".".join(names[:-1]), names[-1]
-
-
-def _strip_group(nodeid: str) -> str:
-    """xdist's loadgroup appends ``@<group>`` to node ids on workers."""
-    at = nodeid.rfind("@")
-    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
-
-
-# -- JUnit ----------------------------------------------------------------------------------
-def _junit(config: pytest.Config) -> Any:
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:  # pragma: no cover - a pytest without the private key
-        return None
-    return config.stash.get(xml_key, None)
-
-
-def _attach(reporter: Any, bundle: str) -> None:
-    """Put ``[[ATTACHMENT|bundle]]`` first in the testcase's one ``<system-out>``.
-
-    Jenkins' junit-attachments reads every such line of a testcase's output; GitLab reads the
-    first one, of failed testcases only, and breaks on a testcase with two ``system-out``
-    elements. So: prepend to pytest's element when ``junit_logging`` wrote one, else add it.
-    Runs after pytest finalized the testcase (its element is then frozen and kept as is).
-    """
-    if "to_xml" not in vars(reporter):  # not finalized (never happens with pytest's writer)
-        return
-    element = reporter.to_xml()
-    line = f"[[ATTACHMENT|{bundle}]]"
-    outs = element.findall("system-out")
-    if outs:
-        text = outs[0].text or ""
-        if line not in text:
-            outs[0].text = line + "\n" + text
-        return
-    out = ET.Element("system-out")
-    out.text = line + "\n"
-    errs = [i for i, child in enumerate(element) if child.tag == "system-err"]
-    if errs:
-        element.insert(errs[0], out)
-    else:
-        element.append(out)
-
-
-# -- scoreboard (controller side, from reports only) ----------------------------------------
-@dataclass
-class MarathonRow:
-    id: str
-    run: str
-    segments_total: int = 0
-    bundle: str = ""
-    scenario_digest: str = ""
-    agent: str = ""
-    final: Optional[dict[str, Any]] = None
-    last_score: Optional[float] = None
-    outcomes: dict[str, str] = field(default_factory=dict)  # segment -> outcome
-    faults: dict[str, dict[str, Any]] = field(default_factory=dict)  # fault id -> row (+ segment, verdict)
-
-    @property
-    def score(self) -> Optional[float]:
-        return self.final["score"] if self.final else self.last_score
-
-    @property
-    def reason(self) -> str:
-        return self.final.get("reason", "completed") if self.final else "not sealed"
-
-    @property
-    def complete(self) -> bool:
-        return self.reason == "completed"
-
-
-@dataclass
-class Scoreboard:
-    rows: dict[str, MarathonRow] = field(default_factory=dict)
-
-    def add(self, data: dict[str, Any], outcome: str) -> None:
-        row = self.rows.get(data["marathon"])
-        if row is None:
-            row = self.rows[data["marathon"]] = MarathonRow(data["marathon"], data["run"])
-        row.bundle = data.get("bundle") or row.bundle
-        row.scenario_digest = data.get("scenario_digest") or row.scenario_digest
-        row.agent = data.get("agent") or row.agent
-        if data.get("final"):
-            row.final = data["final"]
-        segment = data.get("segment")
-        if segment:
-            row.segments_total = data.get("segments") or row.segments_total
-            row.outcomes[segment] = outcome
-            if data.get("score_so_far") is not None:
-                row.last_score = data["score_so_far"]
-            for f in data.get("faults") or []:
-                row.faults[f["id"]] = {**f, "segment": segment}
-        else:  # a sealed run's result: every fault, for what no segment item reported
-            for f in data.get("faults") or []:
-                row.faults.setdefault(f["id"], f)
-
-    def table(self) -> list[str]:
-        head = ("marathon", "score", "segments", "faults", "C", "L", "R", "false-claims", "done-gap", "bundle")
-        lines = []
-        for key in sorted(self.rows):
-            r = self.rows[key]
-            f = r.final
-            faults = list(r.faults.values())
-            c, l_, rr = (f["correlated"], f["localized"], f["repaired"]) if f else (
-                sum(x["correlated"] for x in faults), sum(x["localized"] for x in faults),
-                sum(x["repaired"] for x in faults))
-            n = f["faults"] if f else len(faults)
-            fc = f.get("false_claims", 0) if f else sum(x["false_claim"] for x in faults)
-            gap = f"{f['declared_done_gap']:+.1f}" if f else "n/a"
-            score = f"{r.score:.1f}" if r.score is not None else "-"
-            if not r.complete:
-                score += f" ({r.reason})"
-            ok = sum(o in ("passed", "xfailed") for o in r.outcomes.values())
-            segs = f"{ok}/{r.segments_total or len(r.outcomes)} ok" if r.outcomes else "-"
-            lines.append((r.id, score, segs, str(n), str(c), str(l_), str(rr), str(fc), gap, r.bundle))
-        widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
-        right = {1, 3, 4, 5, 6, 7, 8}
-
-        def fmt(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-        return [fmt(head).rstrip()] + [fmt(x).rstrip() for x in lines]
-
-    def baseline_lines(self, path: str) -> list[str]:
-        out = []
-        for key in sorted(self.rows):
-            r = self.rows[key]
-            verdicts: dict[str, list[str]] = {}
-            for f in r.faults.values():
-                verdicts.setdefault(f.get("verdict") or "", []).append(f["id"])
-            parts = []
-            for verdict, label in (("expected", "expected failure(s) (xfail)"), ("fixed", "improvement(s) (XPASS)"),
-                                   ("regression", "regression(s)"), ("worse", "got worse"),
-                                   ("new", "new failing fault(s)")):
-                ids = sorted(verdicts.get(verdict, []))
-                if ids:
-                    parts.append(f"{len(ids)} {label} [{', '.join(ids)}]")
-            judged = any(f.get("verdict") for f in r.faults.values())
-            state = "; ".join(parts) if parts else "as in the baseline" if judged else "no segment judged"
-            out.append(f"baseline {path}: {r.run}: {state}")
-        return out
-
-
-# -- baseline -------------------------------------------------------------------------------
-#: stage progress, in order: 0 nothing, 1 correlated, 2 + localized, 3 + repaired while active.
-def _level(f: dict[str, Any]) -> int:
-    return int(bool(f.get("correlated"))) + int(bool(f.get("correlated") and f.get("localized"))) + \
-        int(bool(f.get("correlated") and f.get("localized") and f.get("repaired")))
-
-
-def _passed(f: dict[str, Any]) -> bool:
-    return _level(f) == 3 and not f.get("false_claim")
-
-
-def _stage_text(f: dict[str, Any]) -> str:
-    names = ["correlated", "localized", "repaired"][:_level(f)]
-    text = "+".join(names) if names else "nothing"
-    return text + (", false claim" if f.get("false_claim") else "")
-
-
-@dataclass
-class Baseline:
-    """A file of per-fault results that later runs are judged against.
-
-    ``{"format": "sremarathon-baseline/1", "marathons": {"<scenario>[seed=N]": {"agent", "score",
-    "scenario_digest", "faults": {"<fault id>": {"segment", "kind", "component", "change",
-    "correlated", "localized", "localization_credit", "candidates", "repaired", "false_claim", "passed"}}}}}``
-    """
-
-    path: Path
-    marathons: dict[str, dict[str, Any]]
-
-    @classmethod
-    def load(cls, path: Path, missing_ok: bool = False) -> "Baseline":
-        if not path.exists():
-            if missing_ok:
-                return cls(path, {})
-            raise pytest.UsageError(f"--marathon-baseline: no such file: {path} "
-                                    f"(write one with --marathon-update-baseline)")
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or \
-                not isinstance(data.get("marathons"), dict):
-            raise pytest.UsageError(f"--marathon-baseline: {path}: not a baseline file "
-                                    f"(expected \"format\": \"{BASELINE_FORMAT}\")")
-        return cls(path, data["marathons"])
-
-    def fault(self, run: str, fault: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The baseline's record of ``fault`` when it is the same fault (same id, kind and
-        component), else None."""
-        b = (self.marathons.get(run) or {}).get("faults", {}).get(fault["id"])
-        if b is None:
-            return None
-        for key in ("kind", "component"):  # change ids depend on the repo history (the agent's reverts)
-            if b.get(key) is not None and fault.get(key) is not None and b[key] != fault[key]:
-                return None
-        return b
-
-    def judge(self, run: str, fault: dict[str, Any]) -> str:
-        """One fault's verdict: ok | fixed | expected | regression | worse | new."""
-        b = self.fault(run, fault)
-        now = _passed(fault)
-        if b is None:
-            return "ok" if now else "new"
-        if bool(b.get("passed", _passed(b))):
-            return "ok" if now else "regression"
-        if now:
-            return "fixed"
-        no_new_claim = not fault.get("false_claim") or bool(b.get("false_claim"))
-        credit, before = fault.get("localization_credit"), b.get("localization_credit")
-        as_precise = credit is None or before is None or _level(fault) > _level(b) or credit >= before - 1e-9
-        return "expected" if _level(fault) >= _level(b) and no_new_claim and as_precise else "worse"
-
-    def update(self, board: Scoreboard) -> int:
-        n = 0
-        for row in board.rows.values():
-            entry = None if row.complete else self.marathons.get(row.run)
-            faults = dict((entry or {}).get("faults", {}))  # a partial run updates what it saw
-            for f in row.faults.values():
-                faults[f["id"]] = {"segment": f["segment"], "kind": f["kind"], "component": f["component"],
-                                   "change": f["change"], "correlated": f["correlated"], "localized": f["localized"],
-                                   "localization_credit": f.get("localization_credit"),
-                                   "candidates": f.get("candidates"), "repaired": f["repaired"], "false_claim": f["false_claim"], "passed": _passed(f)}
-                n += 1
-            self.marathons[row.run] = {
-                "agent": row.agent, "scenario_digest": row.scenario_digest,
-                "score": row.final["score"] if row.final else (entry or {}).get("score"),
-                "faults": dict(sorted(faults.items())),
-            }
-        return n
-
-    def write(self) -> None:
-        data = {"format": BASELINE_FORMAT, "marathons": dict(sorted(self.marathons.items()))}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        os.replace(tmp, self.path)
-
-
 # -- collection -----------------------------------------------------------------------------
-def scenario_id(config: pytest.Config, path: Path) -> str:
-    """How a scenario file appears in node ids: ``sremarathon:<name>`` for a built-in one, its
-    path (relative to the rootdir when inside it) otherwise."""
-    name = builtin.builtin_name(path)
-    return f"sremarathon:{name}" if name else _display_path(config, path)
-
-
-def _fallback_allowed(config: pytest.Config) -> bool:
-    """May the session's scenario be collected when no marathon file is? With an agent, and when
-    the command line names no test paths (then pytest collects exactly what it names)."""
-    ms = config.stash.get(SESSION_KEY, None)
-    return (ms is not None and ms.settings.has_agent
-            and getattr(config, "args_source", None) != pytest.Config.ArgsSource.ARGS)
-
-
-def _scenario_words(config: pytest.Config) -> str:
-    path = session_of(config).settings.session_scenario(config.rootpath)
-    name = builtin.builtin_name(path)
-    return f'built-in scenario "{name}"' if name else f"scenario {_display_path(config, path)}"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Any:
-    """After the test paths, the session collects its scenario (:class:`SessionMarathon`); it
-    yields items only if no marathon file was found in them."""
-    report = yield
-    if isinstance(collector, pytest.Session) and report.passed and _fallback_allowed(collector.config):
-        path = session_of(collector.config).settings.session_scenario(collector.config.rootpath)
-        nodeid = scenario_id(collector.config, path)
-        report.result.append(SessionMarathon.from_parent(collector, path=path, name=nodeid, nodeid=nodeid))
-    return report
-
-
-def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
-    ms = config.stash.get(SESSION_KEY, None)
-    if ms is None or ms.fallback is None:
-        return []
-    name = builtin.builtin_name(ms.fallback.path)
-    facts = f"{builtin.builtin_scenarios()[name].facts()}; " if name else ""
-    return [f"sremarathon: no marathon file in the test paths: running the {_scenario_words(config)} as "
-            f"{ms.fallback.nodeid} ({facts}--marathon-scenario NAME|FILE picks another)"]
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Optional[pytest.Collector]:
     if file_path.suffix not in (".yaml", ".yml"):
         return None
     explicit = any(Path(a.split("::")[0]).resolve() == file_path.resolve() for a in parent.config.args)
     if explicit or file_path.name.startswith("marathon"):
+        from .items import MarathonFile
+
         return MarathonFile.from_parent(parent, path=file_path)
     return None
 
 
-class MarathonFile(pytest.File):
-    def collect(self) -> Iterator[pytest.Collector]:
-        ms = session_of(self.config)
-        ms.files_collected += 1
-        if not ms.require_agent(self.path):
-            return  # a usage error, raised once collection is over
-        try:
-            scenario = ms.scenario(self.path)
-        except SremarathonError as exc:
-            raise self.CollectError(str(exc)) from None
-        for seed in ms.settings.seeds or [scenario.spec.seed]:
-            name = f"{scenario.name}[seed={seed}]"
-            target = ms.target(self.path, scenario, seed, id=f"{self.nodeid}::{name}")
-            yield MarathonRun.from_parent(self, name=name, target=target)
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """After the test paths, the session collects its scenario (``items.SessionMarathon``); it
+    yields items only if no marathon file was found in them."""
+    report = yield
+    if isinstance(collector, pytest.Session) and report.passed:
+        from .session import SESSION_KEY, scenario_id
 
+        ms = collector.config.stash.get(SESSION_KEY, None)
+        if ms is not None and ms.fallback_allowed():
+            from .items import SessionMarathon
 
-class SessionMarathon(MarathonFile):
-    """The session's scenario (``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``,
-    else the built-in ``default``), collected after the test paths; empty when a marathon file
-    was collected from them (the project's own marathons run as they always did)."""
-
-    def collect(self) -> Iterator[pytest.Collector]:
-        ms = session_of(self.config)
-        if ms.files_collected:
-            return
-        ms.fallback = self
-        yield from super().collect()
-
-
-class MarathonRun(pytest.Collector):
-    def __init__(self, *, target: MarathonTarget, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.target = target
-        self.add_marker(pytest.mark.xdist_group(name=target.group))
-
-    @property
-    def scenario(self) -> Scenario:
-        return self.target.scenario
-
-    @property
-    def seed(self) -> int:
-        return self.target.seed
-
-    def collect(self) -> Iterator[pytest.Item]:
-        from .marathon import segment_windows
-
-        windows = segment_windows(self.scenario)  # known without starting the run
-        for i, window in enumerate(windows):
-            yield SegmentItem.from_parent(self, name=window.name, window=window, last=i == len(windows) - 1,
-                                          count=len(windows))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    errors = session_of(config).usage_errors
-    if errors:
-        raise pytest.UsageError(errors[0])
+            path = ms.settings.session_scenario(collector.config.rootpath)
+            nodeid = scenario_id(collector.config, path)
+            report.result.append(SessionMarathon.from_parent(collector, path=path, name=nodeid, nodeid=nodeid))
+    return report
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -1148,243 +190,169 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("sremarathon_target", targets_for(metafunc))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Seal runs that no test finished, before the summary and the JUnit file are written."""
-    ms = session_of(session.config)
-    ms.seal_unfinished()
-    ms.suite_properties()
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> Iterator[None]:
+    """Before the other plugins: collection's usage errors (no agent, one that does not load),
+    raised once every file was collected. After them (xdist's worker side included): the
+    ``@<group>`` node id suffixes that keep a marathon on one worker."""
+    from .distributed import add_group_suffixes
+    from .session import session_of
+
+    errors = session_of(config).usage_errors
+    if errors:
+        raise pytest.UsageError(errors[0])
+    result = yield
+    add_group_suffixes(config, items)
+    return result
 
 
-# -- segment items --------------------------------------------------------------------------
-class SegmentFailure(Exception):
-    """Some fault of the segment was not correlated, localized and repaired while active (or
-    was falsely claimed resolved)."""
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    from .session import SESSION_KEY
+
+    ms = config.stash.get(SESSION_KEY, None)
+    if ms is None or ms.fallback is None:
+        return []
+    from . import builtin
+
+    name = builtin.builtin_name(ms.fallback.path)
+    facts = f"{builtin.builtin_scenarios()[name].facts()}; " if name else ""
+    return [f"sremarathon: no marathon file in the test paths: running the {ms.scenario_words()} as "
+            f"{ms.fallback.nodeid} ({facts}--marathon-scenario NAME|FILE picks another)"]
 
 
-class BaselineExpectedFailure(SegmentFailure):
-    """The segment fails only in ways the baseline already failed (an expected failure)."""
-
-
-class SegmentItem(pytest.Item):
-    def __init__(self, *, window: SegmentWindow, last: bool, count: int = 0, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.window = window
-        self.last = last
-        self.count = count
-        self.add_marker(pytest.mark.sremarathon)
-
-    @property
-    def run(self) -> MarathonRun:
-        assert isinstance(self.parent, MarathonRun)
-        return self.parent
-
-    def runtest(self) -> None:
-        ms = session_of(self.config)
-        target = self.run.target
-        try:
-            marathon = ms.marathon(target)
-        except MarathonCrashed as exc:
-            raise SegmentFailure(str(exc)) from None
-        try:
-            faults = marathon.faults_in(self.window)
-            for _ in range(20):  # a fault's window moves on when its change waits for a build
-                until = min(max([self.window.end] + [f.end for f in faults]), marathon.end_time)
-                if marathon.clock.now >= until:
-                    break
-                marathon.advance_to(until)
-            score = ms.finish(target).score if self.last else marathon.score_now()
-        except Exception as exc:
-            ms.crash(target, self.name, exc)
-            raise
-        bundle = ms.bundle_path(marathon)
-        by_id = {r.id: r for r in score.faults}
-        rows = [by_id[f.id] for f in faults if f.id in by_id]
-        dicts = [r.to_dict() for r in rows]
-        baseline = ms.baseline
-        if baseline is not None:
-            for d in dicts:
-                d["verdict"] = baseline.judge(target.name, d)
-        result = SegmentResult(marathon=target.id, run=target.name, segment=self.window.name, index=self.window.index,
-                               segments=self.count, faults=dicts, score_so_far=round(score.score, 3), bundle=bundle,
-                               scenario_digest=target.scenario.digest, agent=marathon.options.agent.label,
-                               final=_final_summary(score) if self.last else None)
-        if self.last:
-            ms.reported.add(target.id)
-        self.stash[RESULT_KEY] = result
-        if self.last and self.config.pluginmanager.getplugin("html") is not None:
-            self.stash[RUN_REPORT_KEY] = _run_report(ms.results.get(target.id), marathon, target)
-        self.user_properties.extend([
-            ("sremarathon_score", f"{score.score:.2f}"),
-            ("sremarathon_faults", str(len(rows))),
-            ("sremarathon_stages", "; ".join(f"{r.id}:{_stages(r)}" for r in rows)),
-            ("sremarathon_localization", "; ".join(f"{r.id}:{_fraction(r.localization_credit)} ({r.candidates} candidates)"
-                                                   for r in rows)),
-            ("sremarathon_bundle", bundle),
-        ])
-        print(f"[[ATTACHMENT|{bundle}]]")
-        failed = [r for r in rows if not (r.correlated and r.localized and r.repaired) or r.false_claim]
-        if baseline is None:
-            if failed:
-                raise SegmentFailure(self._message(rows, score))
-            return
-        self._judge(result, rows, score)
-
-    def _judge(self, result: SegmentResult, rows: list[FaultResult], score: MarathonScore) -> None:
-        """Per fault against the baseline (see README, "Gate on a baseline"): a regression fails
-        the item; otherwise faults the baseline failed make it xfail(strict) — XFAIL when they
-        still fail for the same (or fewer) reasons, XPASS(strict) when one of them now passes."""
-        verdicts = {d["id"]: d["verdict"] for d in result.faults}
-        bad = {v: sorted(i for i, x in verdicts.items() if x == v) for v in ("regression", "worse", "new")}
-        expected = sorted(i for i, v in verdicts.items() if v == "expected")
-        fixed = sorted(i for i, v in verdicts.items() if v == "fixed")
-        notes = {"regression": "passed in the baseline, fails now",
-                 "worse": "failed in the baseline, now with less progress or a new false claim",
-                 "new": "not in the baseline", "expected": "failed in the baseline, fails as expected",
-                 "fixed": "failed in the baseline, passes now"}
-        path = self.config.stash[SESSION_KEY].settings.baseline
-        lines = [f"  baseline {path.name if path else ''}: {i} {notes[v]}" for i, v in sorted(verdicts.items())
-                 if v != "ok"]
-        if any(bad.values()):
-            result.baseline = "regression"
-            raise SegmentFailure(self._message(rows, score) + "\n" + "\n".join(lines))
-        if not expected and not fixed:
-            return
-        if fixed:
-            result.baseline = "improved"
-            reason = (f"improved over the baseline: {', '.join(fixed)} now pass"
-                      f"{'es' if len(fixed) == 1 else ''}; record it with --marathon-update-baseline")
-        else:
-            result.baseline = "expected"
-            reason = f"failed in the baseline too: {', '.join(expected)}"
-        self.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=BaselineExpectedFailure))
-        if not fixed:
-            raise BaselineExpectedFailure(self._message(rows, score) + "\n" + "\n".join(lines))
-
-    def _message(self, rows: list[FaultResult], score: MarathonScore) -> str:
-        lines = [f"{self.window.name} [{self.window.start:%H:%M}–{self.window.end:%H:%M} virtual]: "
-                 f"{sum(1 for r in rows if r.repaired)}/{len(rows)} faults repaired while active "
-                 f"(marathon score so far {score.score:.1f})"]
-        for r in rows:
-            where = r.component + (f" change:{r.change}" if r.change else "")
-            lines.append(f"  {r.id} {r.kind:<22} {where:<48} {_stages(r)}")
-        return "\n".join(lines)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        if isinstance(excinfo.value, SegmentFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[Path, Optional[int], str]:
-        return self.path, None, f"{self.run.name}::{self.name}"
-
-
-def _fraction(credit: float) -> str:
-    from .scoring import fraction
-
-    return fraction(credit)
-
-
-def _stages(r: FaultResult) -> str:
-    def mark(ok: bool) -> str:
-        return "✓" if ok else "✗"
-
-    precision = f" (credit {_fraction(r.localization_credit)}, {r.candidates} candidates)" \
-        if r.localized and r.candidates > 1 else ""
-    return (f"correlated {mark(r.correlated)} localized {mark(r.localized)}{precision} "
-            f"repaired-while-active {mark(r.repaired)} false-claim {'✗ (claimed while broken)' if r.false_claim else '–'}")
-
-
-def _final_summary(score: MarathonScore, reason: str = "completed") -> dict[str, Any]:
-    return {"reason": reason, "score": round(score.score, 3), "declared_done_gap": round(score.declared_done_gap, 3),
-            "scoring_version": score.scoring_version,
-            "faults": len(score.faults), "correlated": sum(f.correlated for f in score.faults),
-            "localized": sum(f.localized for f in score.faults),
-            "localization_credit": round(score.localization_credit, 3), "repaired": sum(f.repaired for f in score.faults),
-            "collateral": {k: len(v) for k, v in score.collateral.items()},
-            "claims": score.claims, "false_claims": score.false_claims, "policy_denials": score.policy_denials,
-            "complete": score.complete, "think_time": score.think_time}
-
-
-def _run_report(result: Optional[RunResult], marathon: Marathon,
-                target: MarathonTarget) -> "tuple[Optional[Path], str]":
-    """For pytest-html, on a marathon's last segment: the run's HTML report (``sremarathon
-    report``, written next to the bundle) and its timeline picture as a standalone SVG (the
-    page's ``#timeline`` with the page's styles); the schedule's timeline when the report
-    cannot be made. Never fails the test."""
-    page_path: Optional[Path] = None
-    svg = ""
-    if result is not None:
-        try:
-            import re
-
-            from .report import write_report
-
-            page_path = write_report(result.bundle, Path(str(result.bundle)[: -len(".tar.gz")] + ".html"))
-            page = page_path.read_text(encoding="utf-8")
-            found = re.search(r"<svg id=\"timeline\".*?</svg>", page, re.S)
-            style = re.search(r"<style>(.*?)</style>", page, re.S)
-            if found:
-                svg = found.group(0)
-                if style:
-                    head, _, rest = svg.partition(">")
-                    svg = f"{head}><style>{style.group(1)}</style>{rest}"
-        except Exception:  # noqa: BLE001 - a report must never fail a test
-            page_path = None
-    if not svg:
-        try:
-            from .timeline import render_svg
-
-            svg = render_svg(marathon.schedule.faults, marathon.start_time, marathon.end_time,
-                             [(c.at, c.app) for c in marathon.schedule.benign], title=target.name)
-        except Exception:  # noqa: BLE001
-            svg = ""
-    return page_path, svg
-
-
-# -- reports --------------------------------------------------------------------------------
+# -- running --------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    from .session import session_of
+
+    if not session_of(item.config).settings.has_agent:
+        return report  # no marathon item or fixture can run without an agent
+    from .items import RESULT_KEY, SegmentItem
+
     if isinstance(item, SegmentItem):
-        report.sremarathon_segment = True  # type: ignore[attr-defined]
+        report.sremarathon_segment = True
         result = item.stash.get(RESULT_KEY, None)
         if result is not None and call.when == "call":
+            from .html_extras import add_extras
+
             # Carried on the report object (serialised by xdist), like Hypothesis's statistics.
-            report.sremarathon = result.to_dict()  # type: ignore[attr-defined]
-            _html_extras(item, report, result)
+            report.sremarathon = result.to_dict()
+            add_extras(item, report, result)
     elif call.when == "call":
         from .fixtures import fixture_report_data
 
         data = fixture_report_data(item)
         if data is not None:
-            report.sremarathon = data  # type: ignore[attr-defined]
+            report.sremarathon = data
     return report
 
 
-def _html_extras(item: SegmentItem, report: Any, result: SegmentResult) -> None:
-    """pytest-html, when installed: a link to the bundle on every segment and, on a marathon's
-    last segment, a link to the run's HTML report and its timeline picture."""
-    if item.config.pluginmanager.getplugin("html") is None:
-        return
-    try:
-        from pytest_html import extras
-    except ImportError:  # pragma: no cover
-        return
-    html_path = item.config.getoption("htmlpath", None)
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Seal the runs no test finished and give the JUnit file its properties (before pytest's
+    JUnit writer writes it); on the controller, gate on ``--marathon-min-score`` and rewrite
+    the baseline file (before the terminal summary reports both)."""
+    from .distributed import is_worker
+    from .session import session_of
 
-    def link(path: Path) -> str:
-        if not path.is_absolute():
-            path = item.config.rootpath / path
-        if html_path:
-            return os.path.relpath(path, Path(html_path).resolve().parent)
-        return path.as_uri()
+    ms = session_of(session.config)
+    ms.seal_unfinished()
+    if ms.board.rows:  # (a session without marathons need not import the JUnit module)
+        from .junit import suite_properties
 
-    found = list(getattr(report, "extras", []))
-    found.append(extras.url(link(Path(result.bundle)), name="bundle"))
-    page, svg = item.stash.get(RUN_REPORT_KEY, (None, ""))
-    if page is not None:
-        found.append(extras.url(link(page), name="report"))
-    if svg:
-        found.append(extras.svg(base64.b64encode(svg.encode()).decode(), name="timeline"))
-    report.extras = found
+        suite_properties(session.config, ms.board)
+    if ms.settings.has_agent and not is_worker(session.config):
+        ms.gate(session)
+        ms.update_baseline()
+
+
+# -- pytest-xdist (its hooks, called on the controller only) ---------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Hand each new worker the controller's decisions (``--dist loadgroup``, agent checked)."""
+    from .distributed import distributing, hand_to_worker
+    from .session import session_of
+
+    if distributing(node.config):
+        hand_to_worker(node.config, node, session_of(node.config).agent_checked)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Take back the results of runs no report carried (sealed when the worker's session ended)."""
+    from .distributed import distributing, results_from_worker
+    from .session import session_of
+
+    if distributing(node.config):
+        board = session_of(node.config).board
+        for data in results_from_worker(node):
+            board.add(data, "")
+
+
+class _AgentHooks:
+    """The hooks of a session with an agent. An object, because ``pytest_runtest_logreport`` is
+    given the report and no config; registered at ``pytest_configure``, where the session object
+    used to be, because pluggy calls later registrations first: the terminal summary keeps its
+    place among the other plugins' (after pytest's JUnit line, before a conftest's)."""
+
+    def __init__(self, session: MarathonSession) -> None:
+        from .junit import Testcases
+
+        self.session = session
+        self.testcases: Testcases = Testcases(session.config)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Runs on the controller for every report, the workers' included: the scoreboard, and
+        the JUnit testcase's names and attachment."""
+        from .distributed import GROUP_PREFIX, strip_group
+        from .scoreboard import report_outcome
+
+        data = getattr(report, "sremarathon", None)
+        segment = bool(getattr(report, "sremarathon_segment", False))
+        nodeid = strip_group(report.nodeid)
+        ours = segment or (nodeid != report.nodeid and f"@{GROUP_PREFIX}" in report.nodeid)
+        testcase = None
+        if ours:
+            # pytest reads a bracket in a middle id component as the last one's parameters
+            # ("…segment-01]"), and xdist appends "@<group>": give the testcase its plain names.
+            testcase = self.testcases.name(report, nodeid, segment, data["bundle"] if data and segment else None)
+        if data and report.when == "call":
+            self.session.board.add(data, report_outcome(report))
+        try:
+            return (yield)
+        finally:
+            if testcase is not None and report.when == "teardown":
+                self.testcases.finish(report, testcase)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        from .distributed import is_worker
+        from .session import display_path
+
+        ms = self.session
+        if is_worker(config) or not ms.board.rows:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "SRE marathon results")
+        for line in ms.board.table():
+            tr.write_line(line)
+        from .scoring import weights_line  # heavy: only once a marathon ran
+
+        tr.write_line(weights_line())
+        modes = {r.id: (r.final or {}).get("think_time") for r in ms.board.rows.values()}
+        if any(modes.values()):
+            if len(set(modes.values())) == 1:
+                tr.write_line(f"think time: {next(iter(modes.values()))}")
+            else:
+                tr.write_line("think time: " + ", ".join(f"{k} {v or '-'}" for k, v in sorted(modes.items())))
+        if ms.settings.baseline is not None:
+            for line in ms.board.baseline_lines(display_path(config, ms.settings.baseline)):
+                tr.write_line(line)
+        if ms.baseline_written:
+            tr.write_line(f"baseline updated: {ms.baseline_written}")
+        for line in ms.not_gated:
+            tr.write_line(f"not gated: {line}", yellow=True)
+        for line in ms.gate_failures:
+            tr.write_line(f"FAILED gate: {line}", red=True, bold=True)

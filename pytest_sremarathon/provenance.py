@@ -30,7 +30,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 #: How long an expected cause waits for the change it explains (a real cluster's mirror sees
 #: an agent's write at the next sync, one tick later).
@@ -93,7 +93,7 @@ class _Expected:
 class Attribution:
     """Whose hand made a mitigation condition true (see :meth:`Provenance.attribute`)."""
 
-    by: str  # "agent" | "orchestrator"
+    by: Literal["agent", "orchestrator"]
     actions: tuple[str, ...] = ()  # the agent's Action.ids, oldest first
     evidence: tuple[str, ...] = ()  # the evidence items those actions set
 
@@ -162,7 +162,7 @@ def parse_target(target: str) -> Optional[tuple[Optional[str], Optional[str], Op
 class Provenance:
     """Causes of the aspects of a store's objects; see the module docstring."""
 
-    store: Any  # twin.store.Store (or the kube backend's MirrorStore)
+    store: Any  # k8s.store.Store (or the kube backend's MirrorStore)
     _dirty: dict[tuple[str, str, str], None] = field(default_factory=dict)
     _pod_events: list[tuple[str, str, str, Optional[str]]] = field(default_factory=list)
     _state: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
@@ -284,7 +284,7 @@ class Provenance:
             if before.get(aspect) == sig:
                 continue
             c = cause or self._match(kind, key[1] or None, key[2], only) or Cause("orchestrator", now)
-            self._causes[(*key, aspect)] = c
+            self._causes[key + (aspect,)] = c
             if kind == "Deployment" and aspect == "template":
                 self._template_causes[(key[1], key[2], sig)] = c
             if c.by_agent and c.action and cause is None:

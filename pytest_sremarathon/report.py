@@ -131,10 +131,11 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
     events = bundle.events
     run = next((e.data for e in events if e.type == "run.start"), {})
     end_reason = next((e.data.get("reason", "") for e in events if e.type == "run.end"), "")
-    start = parse_iso(run.get("start") or (events[0].t if events else "2026-01-05T00:00:00Z"))
-    end = parse_iso(score.window_end or run.get("end") or (events[-1].t if events else run.get("start")))
+    start_at = run.get("start") or (events[0].t if events else "2026-01-05T00:00:00Z")
+    start = parse_iso(start_at)
+    end = parse_iso(score.window_end or run.get("end") or (events[-1].t if events else start_at))
     if end <= start:
-        end = parse_iso(run.get("end")) if run.get("end") else start
+        end = parse_iso(run["end"]) if run.get("end") else start
     attribution: dict[str, list[str]] = dict(ground_truth_attribution(bundle) or {})
     for e in events:
         if e.type == "truth.alert":
@@ -196,10 +197,10 @@ def _collect(bundle: Bundle, score: MarathonScore, verified: bool, verify_text: 
     # A claim is false if it mapped to a fault flagged false_claim and was made inside its window
     # while unmitigated; mark claims whose incident's latest finding carries such a fault's alerts.
     for c in claims:
-        rec = latest_incident.get(c.incident)
-        if rec is None:
+        latest = latest_incident.get(c.incident)
+        if latest is None:
             continue
-        owners = {f for a in rec["alerts"] for f in attribution.get(a, [])}
+        owners = {f for a in latest["alerts"] for f in attribution.get(a, [])}
         for fid in owners:
             r = by_id.get(fid)
             if r is not None and r.false_claim and r.start <= c.t < r.end and not _mitigated_at(mitigations.get(fid, []), c.t):

@@ -294,6 +294,7 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
                     claims.append((t, latest_finding.get(cl["incident"])))
 
     # The scored window.
+    window_end: Optional[datetime]
     if run_end is not None:
         window_end = run_end
     elif until is not None:
@@ -395,8 +396,8 @@ def score_events(events: Iterable["Event"], *, until: Optional[datetime] = None,
     claimed_share = 100.0 * sum(r.claimed for r in ordered) / n if n else 0.0
     repaired_share = 100.0 * n_r / n if n else 0.0
     alert_owner = {a: owners for a, (_, owners) in attributed.items()}
-    for a, owners in fallback.items():
-        alert_owner.setdefault(a, owners)
+    for a, fault_ids in fallback.items():
+        alert_owner.setdefault(a, fault_ids)
     noise = sum(1 for owners in alert_owner.values() if not owners)
     total = len(alert_owner)
     return MarathonScore(

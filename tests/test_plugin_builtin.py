@@ -89,9 +89,11 @@ def test_without_an_agent_nothing_of_the_plugin_runs_or_is_imported(pytester: py
         def test_unit():
             loaded = sorted(m for m in sys.modules if m.startswith(("pytest_sremarathon", "pydantic", "kubernetes",
                                                                     "cryptography", "yaml")))
-            assert loaded == ["pytest_sremarathon", "pytest_sremarathon.builtin", "pytest_sremarathon.errors",
+            assert loaded == ["pytest_sremarathon", "pytest_sremarathon.baseline_file", "pytest_sremarathon.builtin",
+                              "pytest_sremarathon.distributed", "pytest_sremarathon.errors",
                               "pytest_sremarathon.fixtures", "pytest_sremarathon.hookspecs",
-                              "pytest_sremarathon.plugin"]
+                              "pytest_sremarathon.plugin", "pytest_sremarathon.scoreboard",
+                              "pytest_sremarathon.session", "pytest_sremarathon.settings"]
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

@@ -347,6 +347,7 @@ def serve() -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
+    # typeshed types sys.stdout as TextIO; at run time it is a TextIOWrapper, which has reconfigure
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     rfile = os.fdopen(proto_in, "rb")
     wfile = os.fdopen(proto_out, "wb")
@@ -357,12 +358,13 @@ def serve() -> int:
             if not isinstance(msg, dict):
                 raise ValueError("not an object")
         except ValueError as exc:
-            reply: Optional[dict[str, Any]] = _fail("error", f"unreadable request: {exc}")
+            reply: dict[str, Any] = _fail("error", f"unreadable request: {exc}")
             msg = {}
         else:
-            reply = worker.handle(msg)
-            if reply is None:
+            handled = worker.handle(msg)
+            if handled is None:
                 break
+            reply = handled
         if "id" in msg:
             reply["id"] = msg["id"]
         try:

@@ -40,10 +40,15 @@ class Backend(Protocol):
     private_dir=, tokens=, **options)``."""
 
     name: str
-    store: "Store"  # every object of the cluster (on kube: a mirror, relisted each tick)
-    cluster: "Cluster"
-    pipelines: "Pipelines"
-    server: "LoopbackServer"  # the agent's Kubernetes API and /sremarathon/v1/, on loopback
+
+    @property
+    def store(self) -> "Store": ...  # every object of the cluster (on kube: a mirror, relisted each tick)
+    @property
+    def cluster(self) -> "Cluster": ...
+    @property
+    def pipelines(self) -> "Pipelines": ...
+    @property
+    def server(self) -> "LoopbackServer": ...  # the agent's Kubernetes API and /sremarathon/v1/, on loopback
 
     def tick(self, dt: float, rng: random.Random) -> None:
         """Advance the cluster by ``dt`` virtual seconds (the clock is already set)."""
@@ -67,14 +72,14 @@ def kind_backend(*args: Any, **kw: Any) -> Backend:
     """``kind``: a kind cluster created for the run."""
     from .kube import KubeBackend
 
-    return KubeBackend(*args, **kw)  # type: ignore[return-value]
+    return KubeBackend(*args, **kw)
 
 
 def kubeconfig_backend(*args: Any, target: str, **kw: Any) -> Backend:
     """``kubeconfig:PATH``: an existing cluster."""
     from .kube import KubeBackend
 
-    return KubeBackend(*args, kubeconfig=Path(target), **kw)  # type: ignore[return-value]
+    return KubeBackend(*args, kubeconfig=Path(target), **kw)
 
 
 #: Built-in factories by name; a name ending in ``:`` takes an argument (``kubeconfig:PATH``).

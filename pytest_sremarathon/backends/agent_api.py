@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
+from ..pipeline.builds import Actor
 from ..pipeline.service import PipelineError, Pipelines
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission, Request, Response
@@ -64,7 +65,7 @@ def make_handler(pipelines: Pipelines, metrics: MetricStore, admission: Admissio
         return Response(200, {"series": [[t.strftime("%Y-%m-%dT%H:%M:%SZ"), v] for t, v in series]})
 
     def _pipeline(req: Request, app: str, op: str) -> Response:
-        actor = "agent" if req.actor == "agent" else "orchestrator"
+        actor: Actor = "agent" if req.actor == "agent" else "orchestrator"
         if req.method == "GET" and op == "changes":
             return Response(200, changes_json(app))
         if req.method == "GET" and op == "status":

@@ -27,6 +27,7 @@ itself driven by the caller's clock (the tests drive the twin behind the adapter
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -36,6 +37,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from .agent_api import PREFIX, make_handler
+from ..apps import AppSpec
 from ..clock import EPOCH, VirtualClock
 from ..errors import SremarathonError
 from ..pipeline.service import Pipelines
@@ -57,6 +59,11 @@ class KubeBackendError(SremarathonError):
 
 def _say(msg: str) -> None:
     print(f"sremarathon: {msg}", flush=True)
+
+
+def _scaled_rps(cluster: KubeCluster, app: AppSpec, scale: float) -> float:
+    """User traffic for ``app``: the twin's rate at this time of day, scaled."""
+    return cluster.rps(app) * scale
 
 
 def _context_name(kubeconfig: Path) -> str:
@@ -81,8 +88,8 @@ class KubeBackend:
         self.realtime = realtime
         self.kind: Optional[kindmod.KindCluster] = None
         self.loadgens: list[LoadGenerator] = []
-        self.server: Optional[PolicyProxy] = None
-        self.cluster: Optional[KubeCluster] = None
+        self._server: Optional[PolicyProxy] = None  # None until built, and once closed
+        self._cluster: Optional[KubeCluster] = None
         self._last_tick = time.monotonic()
         topo = scenario.spec.topology
         scale = traffic_scale if traffic_scale is not None else \
@@ -105,32 +112,43 @@ class KubeBackend:
             api = KubeApi.from_kubeconfig(Path(kubeconfig))
             if self.kind is not None:
                 self.kind.wait_nodes(api)
-            self.cluster = KubeCluster(api, list(scenario.apps), clock=clock, images=images, docker=bool(docker),
-                                       progress=progress)
-            self.store = self.cluster.store
-            self.cluster.bootstrap()
-            self.pipelines = Pipelines(list(scenario.apps), self.cluster,  # type: ignore[arg-type]
-                                       Path(private_dir) / "repos", clock, emit)
+            cluster = self._cluster = KubeCluster(api, list(scenario.apps), clock=clock, images=images,
+                                                  docker=bool(docker), progress=progress)
+            self.store = cluster.store
+            cluster.bootstrap()
+            self.pipelines = Pipelines(list(scenario.apps), cluster, Path(private_dir) / "repos", clock, emit)
             for app in scenario.apps:
                 progress(f"deploying {app.namespace} through its pipeline")
                 self.pipelines.deploy(app.namespace, "HEAD", "orchestrator")
-            self.cluster.wait_rollout(every=self.rollout_poll)
+            cluster.wait_rollout(every=self.rollout_poll)
             for i, app in enumerate(scenario.apps):
-                port = self.cluster.applied.get(("Service", app.namespace, app.traffic.entry), {}) \
+                port = cluster.applied.get(("Service", app.namespace, app.traffic.entry), {}) \
                     .get("spec", {}).get("ports", [{}])[0].get("port", 8080)
                 gen = LoadGenerator(app, service_proxy_sender(api, app.namespace, app.traffic.entry, port),
-                                    rate=lambda app=app: self.cluster.rps(app) * scale,  # type: ignore[union-attr]
+                                    rate=functools.partial(_scaled_rps, cluster, app, scale),
                                     seed=i)
                 self.loadgens.append(gen.start())
-            self.server = PolicyProxy(api, tokens=tokens, admission=admission,
-                                      extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission)})
-            self.server.start()
-            self.cluster.scrape(clock.now)
-            progress(f"cluster ready; the agent's API is {self.server.https_url} (policy proxy)")
+            self._server = PolicyProxy(api, tokens=tokens, admission=admission,
+                                       extensions={PREFIX: make_handler(self.pipelines, cluster.metrics, admission)})
+            self._server.start()
+            cluster.scrape(clock.now)
+            progress(f"cluster ready; the agent's API is {self._server.https_url} (policy proxy)")
         except BaseException:
             self.close()
             raise
         self._last_tick = time.monotonic()
+
+    @property
+    def cluster(self) -> KubeCluster:
+        """The cluster adapter (there once the constructor has returned)."""
+        assert self._cluster is not None
+        return self._cluster
+
+    @property
+    def server(self) -> PolicyProxy:
+        """The policy proxy (there from the constructor's return until :meth:`close`)."""
+        assert self._server is not None
+        return self._server
 
     def _images_for(self, kubeconfig: Path, work: Path) -> tuple[ImagePublisher, bool]:
         registry = os.environ.get("SREMARATHON_IMAGE_REGISTRY")
@@ -147,7 +165,6 @@ class KubeBackend:
         """Keep virtual time from outrunning the cluster (not during the marathon's warm-up
         before t=0: the rollouts were already awaited), relist, scrape. Rates are per wall
         second between two scrapes."""
-        assert self.cluster is not None
         wait = dt - (time.monotonic() - self._last_tick)
         if wait > 0 and self.realtime and self.clock.now > EPOCH:
             time.sleep(wait)
@@ -160,13 +177,13 @@ class KubeBackend:
         for gen in self.loadgens:
             gen.stop()
         self.loadgens = []
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-        if self.cluster is not None:
-            for problem in self.cluster.network.restore():
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._cluster is not None:
+            for problem in self._cluster.network.restore():
                 self.progress(f"cleanup: {problem}")
-            self.cluster.close()
+            self._cluster.close()
         if self.kind is not None and self.kind.created:
             if self.keep_cluster:
                 self.progress(f"kind cluster {self.kind.name} kept (--marathon-keep-cluster): "

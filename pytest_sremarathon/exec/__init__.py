@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 
 from .channels import (SUPPORTED_PROTOCOLS, ExecFailure, ExecOptions, ExecResult, HandshakeError, InputStream,
                        OutputStream, RunFn, error_response, is_websocket_upgrade, serve_exec)
-from .shell import ExecNotFound, run_exec
+from .run import ExecNotFound, run_exec
 from .view import ContainerView, HttpRequest, HttpResponse, NetworkError, Process, StaticContainer
 
 __all__ = ["SUPPORTED_PROTOCOLS", "ContainerView", "ExecFailure", "ExecNotFound", "ExecOptions", "ExecResult",

@@ -13,7 +13,6 @@ curlimages/curl images run); the commands themselves are in :mod:`.textcmds` and
 from __future__ import annotations
 
 import ast
-import hashlib
 import fnmatch
 import posixpath
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from typing import Callable, Iterable, Optional, Protocol, Sequence, Union
 
 from .parse import (AndOr, Command, For, Group, If, Incomplete, Pipeline, Redir, Seg, Seq, ShSyntaxError,
                     Simple, While, Word, parse, parse_word)
-from .channels import ExecFailure
 from .view import ContainerView
 
 
@@ -806,42 +804,3 @@ def sh_main(sh: Shell, argv: list[str], io: IO) -> int:
 
 
 APPLETS.update({n: sh_main for n in SHELLS if n != "bash"})
-
-
-class ExecNotFound(ExecFailure):
-    """The executable is not in the image: the container runtime refuses to start it."""
-
-
-def _runtime_error(view: ContainerView, argv: Sequence[str], why: str) -> str:
-    """containerd's words when runc cannot start the process (the exec id made deterministic)."""
-    exec_id = hashlib.sha256("\0".join([view.hostname, *argv]).encode()).hexdigest()
-    return (f'error executing command in container: failed to exec in container: failed to start exec '
-            f'"{exec_id}": OCI runtime exec failed: exec failed: unable to start container process: {why}: unknown')
-
-
-def run_exec(view: ContainerView, argv: Sequence[str], stdin: object, stdout: Out, stderr: Out, *,
-             tty: bool = False) -> int:
-    """Run one exec: ``argv`` as the client gave it. Raises :class:`ExecNotFound` (whose message
-    is the runtime's) if its program does not exist, like ``exec: "bash": executable file not
-    found in $PATH``."""
-    from . import core, netcmds, textcmds  # noqa: F401 - registering the commands
-
-    if not argv:
-        raise ExecNotFound(_runtime_error(view, argv, "exec: no command given"))
-    sh = Shell(view, tty=tty)
-    sh.stderr_sink = stderr
-    io = IO(stdin if isinstance(stdin, (BufIn, StreamIn)) else StreamIn(stdin), stdout, stderr)
-    name = argv[0]
-    fn, code, _ = sh.lookup(name)
-    if fn is None:
-        if "/" not in name:
-            why = f'exec: "{name}": executable file not found in $PATH'
-        elif code == 126:
-            why = f'exec: "{name}": permission denied'
-        else:
-            why = f'exec: "{name}": stat {name}: no such file or directory'
-        raise ExecNotFound(_runtime_error(view, argv, why))
-    try:
-        return fn(sh, [posixpath.basename(name)] + list(argv[1:]), io) & 0xFF
-    except ShellExit as e:
-        return e.code & 0xFF

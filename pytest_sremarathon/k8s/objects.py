@@ -141,7 +141,7 @@ class EventRecorder:
         source: dict[str, str] = {"component": component}
         if host:
             source["host"] = host
-        ev = {
+        ev: dict[str, Any] = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{md['name']}.{self._counter:016x}", "namespace": ns},
             "involvedObject": {"kind": obj["kind"], "namespace": md.get("namespace", ""), "name": md["name"],

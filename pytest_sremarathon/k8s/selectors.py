@@ -56,7 +56,8 @@ def _bad_label(selector: str, why: str) -> ApiError:
 
 def _split_top_level(s: str) -> list[str]:
     """Split on commas that are not inside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts, depth = [], 0
+    cur: list[str] = []
     for ch in s:
         if ch == "(":
             depth += 1

@@ -9,6 +9,7 @@ resourceVersion and append to the watch history — the same contract etcd gives
 
 from __future__ import annotations
 
+import builtins
 import copy
 import itertools
 import json
@@ -269,12 +270,12 @@ class Store:
             return obj
 
     # -- watching --------------------------------------------------------------------------
-    def changes_since(self, rv: int, kinds: Iterable[str] | None = None) -> list[WatchEvent]:
+    def changes_since(self, rv: int, kinds: Iterable[str] | None = None) -> builtins.list[WatchEvent]:
         with self.lock:
             wanted = set(kinds) if kinds else None
             return [e for e in self._history if e.rv > rv and (wanted is None or e.kind in wanted)]
 
-    def events_after(self, rv: int, kind: str) -> list[WatchEvent]:
+    def events_after(self, rv: int, kind: str) -> builtins.list[WatchEvent]:
         """Watch events of one kind newer than ``rv``, oldest first. Scans from the newest end:
         a watch that keeps up asks for the last few events of a long history. The caller holds
         ``lock``."""

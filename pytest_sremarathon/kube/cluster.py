@@ -465,6 +465,7 @@ class KubeCluster:
             if app is None or svc not in app.services or not spec.get("containers"):
                 continue
             c = spec["containers"][0]
+            status: dict[str, Any]
             status = next((s for s in (pod.get("status") or {}).get("containerStatuses") or []
                            if s.get("name") == c.get("name")), {})
             state = next(iter(status.get("state") or {"waiting": {}}))

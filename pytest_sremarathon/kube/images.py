@@ -163,8 +163,9 @@ class _DockerImages:
 class KindImages(_DockerImages):
     """``docker build`` + ``kind load docker-image`` into one kind cluster."""
 
-    def __init__(self, cluster: str, workdir: Path, **kw: object) -> None:
-        super().__init__(workdir, **kw)  # type: ignore[arg-type]
+    def __init__(self, cluster: str, workdir: Path, *, registry: str = REGISTRY,
+                 progress: Optional[Progress] = None) -> None:
+        super().__init__(workdir, registry=registry, progress=progress)
         self.cluster = cluster
 
     def _deliver(self, tag: str) -> None:

@@ -109,8 +109,8 @@ def mutation_verb(method: str, rp: ResourcePath) -> str:
     return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
 
 
-def _status(code: int, reason: str, message: str, **details: str) -> bytes:
-    return json.dumps(ApiError(code, reason, message, **details).status(), separators=(",", ":")).encode()
+def _status(code: int, reason: str, message: str, *, kind: str = "", name: str = "") -> bytes:
+    return json.dumps(ApiError(code, reason, message, kind=kind, name=name).status(), separators=(",", ":")).encode()
 
 
 class _Upstream503(Exception):

@@ -30,12 +30,15 @@ Send = Callable[[str, dict], int]  # (endpoint, payload) -> HTTP status (0: no a
 
 def http_sender(base_url: str, timeout: float = 10.0) -> Send:
     parts = urlsplit(base_url)
+    host = parts.hostname
+    if host is None:
+        raise ValueError(f"no host in {base_url!r}")
     local = threading.local()
 
     def send(endpoint: str, payload: dict) -> int:
         conn = getattr(local, "conn", None)
         if conn is None:
-            conn = local.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            conn = local.conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
         try:
             conn.request("POST", f"{parts.path.rstrip('/')}/{endpoint}", json.dumps(payload),
                          {"Content-Type": "application/json"})

@@ -46,7 +46,7 @@ def run_unit_tests(app: AppSpec, files: dict[str, str], artifacts: dict[str, Art
                 continue
             count += 1
             try:
-                _call_test(fn, modules)  # type: ignore[arg-type]
+                _call_test(fn, modules)
             except Exception as exc:  # noqa: BLE001 - a failing unit test fails the build
                 raise BuildError(f"{app.name}: unit test {path}::{name} failed:\n{format_exception(exc)}") from None
     return count

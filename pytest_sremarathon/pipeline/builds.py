@@ -22,6 +22,7 @@ from typing import Any, Literal, Optional
 
 from ..clock import iso
 
+Actor = Literal["agent", "orchestrator"]  # who asked: the agent, or the marathon itself
 State = Literal["queued", "building", "deploying", "deployed", "failed", "superseded"]
 ACTIVE: tuple[str, ...] = ("queued", "building", "deploying")
 
@@ -32,7 +33,7 @@ class Build:
     app: str
     commit: str
     ref: str
-    actor: str  # "agent" | "orchestrator"
+    actor: Actor
     queued_at: datetime
     action: Optional[str] = None  # the agent's Action.id that asked for it
     state: State = "queued"

@@ -139,7 +139,8 @@ class GitRepo:
             header, _, body = out.partition("\x1e\n")
             sha, parents, author, when, subject = header.split("\x1f")
             raw, _, patch = body.lstrip("\n").partition("\n\n")
-            paths, blobs = [], {}
+            paths: list[str] = []
+            blobs: dict[str, Optional[str]] = {}
             for line in raw.splitlines():  # ":<old mode> <new mode> <old blob> <new blob> <status>\t<path>[\t<new path>]"
                 if not line.startswith(":"):
                     continue

@@ -30,10 +30,9 @@ from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..cluster import Cluster
 from ..runtime.code import Artifact
 from .build import BuildError, build
-from .builds import Build, BuildTimes
+from .builds import Actor, Build, BuildTimes
 from .repo import Author, GitError, GitRepo
 
-Actor = Literal["agent", "orchestrator"]
 CONFIG_HASH = "sremarathon.dev/config-hash"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 

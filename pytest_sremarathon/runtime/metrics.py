@@ -80,7 +80,7 @@ class Registry:
             self._sum[endpoint] += seconds
             self._count[endpoint] += 1
 
-    def upstream(self, service: str, code: int) -> None:
+    def upstream(self, service: str, code: str) -> None:  # code: an HTTP status, "timeout" or "error"
         with self._lock:
             self._upstream[(service, str(code))] += 1
 

@@ -111,7 +111,7 @@ class HttpRouter:
             raise
         finally:
             if self.registry is not None:
-                self.registry.upstream(service, code)  # type: ignore[arg-type]
+                self.registry.upstream(service, code)
         if 200 <= status < 300:
             try:
                 result = json.loads(data) if data else {}

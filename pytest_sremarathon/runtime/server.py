@@ -94,7 +94,7 @@ class ServiceServer:
         self.ctx = Context(app=namespace, service=artifact.service, pod=pod or f"{artifact.service}-0",
                            zone=zone, config_data=dict(config), router=router, logger=self.log)
         self.module: Optional[types.ModuleType] = None
-        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self._limiter = _Limiter()
         self.slots = threading.BoundedSemaphore(max(1, concurrency))

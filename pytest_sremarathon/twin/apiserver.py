@@ -558,10 +558,10 @@ class ApiServer(ObjectWrites, LoopbackServer):
                 raise bad_request(f"invalid sinceSeconds: {q['sinceSeconds']}") from None
             entries = [e for e in entries if _aware(e[0]) >= cutoff]
         elif q.get("sinceTime"):
-            cutoff = tables.parse_time(q["sinceTime"])
-            if cutoff is None:
+            since = tables.parse_time(q["sinceTime"])
+            if since is None:
                 raise bad_request(f"invalid sinceTime: {q['sinceTime']}")
-            entries = [e for e in entries if _aware(e[0]) >= cutoff]
+            entries = [e for e in entries if _aware(e[0]) >= since]
         if q.get("tailLines"):
             try:
                 n = int(q["tailLines"])
@@ -604,7 +604,7 @@ class ApiServer(ObjectWrites, LoopbackServer):
                 objs = [o for o in objs if (o.get("status") or {}).get("phase") == "Running"]
             metas = [copy.deepcopy(o["metadata"]) for o in objs]
         stamp = iso(now)
-        items = []
+        items: list[dict[str, Any]] = []
         for md in metas:
             meta = {"name": md["name"], "creationTimestamp": stamp, "labels": md.get("labels") or {}}
             if kind == "Node":

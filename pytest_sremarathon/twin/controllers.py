@@ -167,6 +167,7 @@ class Controllers:
         cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
         if cause:
             annotations[CHANGE_CAUSE] = cause
+        rs: dict[str, Any]
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
               "metadata": {"name": f"{d['metadata']['name']}-{h}", "namespace": d["metadata"]["namespace"],
                            "labels": dict(template["metadata"]["labels"]), "annotations": annotations,
@@ -387,7 +388,8 @@ class EndpointsController:
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             selector = svc["spec"].get("selector")
-            ready, not_ready = [], []
+            ready: list[dict[str, Any]] = []
+            not_ready: list[dict[str, Any]] = []
             if selector:
                 first = next(iter(selector.items()))
                 for p in by_label.get((ns, *first), []):

@@ -245,7 +245,7 @@ class Kubelet:
         if c.last_termination:
             c.logs.clear()
         ctx = Context(app=c.app, service=c.service, pod=c.pod_name, zone=c.zone, config_data=config,
-                      router=self.router, logger=lambda line, c=c: c.log(self.store.clock(), line))
+                      router=self.router, logger=lambda line: c.log(self.store.clock(), line))
         self.events.record(pod, "Normal", "Created", f"Created container {c.name}", "kubelet", node)
         self.events.record(pod, "Normal", "Started", f"Started container {c.name}", "kubelet", node)
         c.started_at = now
@@ -323,7 +323,9 @@ class Kubelet:
         if ok and "httpGet" in readiness and c.module is not None and callable(getattr(c.module, "ready", None)):
             timeout_ms = 1000.0 * readiness.get("timeoutSeconds", 1)
             weight = dt / max(1, readiness.get("periodSeconds", 10))
-            outcome = self.router.invoke(c.ctx, lambda: c.module.ready(c.ctx), weight=weight)  # type: ignore[union-attr]
+            module, ctx = c.module, c.ctx
+            assert ctx is not None  # set and cleared with c.module
+            outcome = self.router.invoke(ctx, lambda: module.ready(ctx), weight=weight)
             if outcome.error is not None:
                 ok, why = False, f"HTTP probe failed with statuscode: 503 ({outcome.error})"
             elif outcome.latency_ms > timeout_ms:

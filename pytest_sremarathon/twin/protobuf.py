@@ -68,6 +68,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
 def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
     """Raw (number, wire type, value) triples: ints for varint/fixed, bytes for length-delimited."""
     out, i = [], 0
+    v: int | bytes
     while i < len(buf):
         key, i = _varint(buf, i)
         num, wt = key >> 3, key & 7

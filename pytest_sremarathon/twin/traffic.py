@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -63,7 +63,7 @@ class ServiceStats:
     requests: float = 0.0
     errors: float = 0.0
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (ms, weight)
-    origins: Counter = field(default_factory=Counter)  # component -> weighted errors
+    origins: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # component -> weighted errors
 
     def percentiles(self, *qs: float) -> list[float]:
         """Weighted latency percentiles (``qs`` ascending), from one sort."""
@@ -129,8 +129,8 @@ class TrafficEngine:
         self._weight = 1.0
         self._rng = random.Random(0)
         self.stats: dict[tuple[str, str], ServiceStats] = {}
-        self._pod_work: Counter = Counter()
-        self._pod_requests: Counter = Counter()
+        self._pod_work: defaultdict[str, float] = defaultdict(float)
+        self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
         # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
@@ -156,7 +156,7 @@ class TrafficEngine:
                     if c is not None:
                         ready.append(c)
             self._endpoints[(ns, name)] = _Endpoint(ready, self._port_ok(svc, ready))
-        node_load: Counter = Counter()
+        node_load: defaultdict[str, float] = defaultdict(float)
         for c in by_uid.values():
             node_load[c.node] += c.cpu_millicores
         node_rho = {}
