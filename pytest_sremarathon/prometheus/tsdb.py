@@ -260,17 +260,30 @@ class Block:
     when the store is next read (every read method flushes first). A scrape whose set of
     series differs from the block's first flushes what the block holds."""
 
-    __slots__ = ("db", "refs", "times", "rows")
+    __slots__ = ("db", "refs", "times", "rows", "_source", "_width")
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
         self.refs: list[int] = []
         self.times: list[int] = []
         self.rows: array[float] = array("d")
+        self._source: object = None  # the caller's refs list the rows were appended with …
+        self._width = 0  # … and its length then (a list that only grows is unchanged at the same length)
 
     def append(self, t: float, refs: Sequence[int], values: Sequence[float]) -> None:
         """One scrape: ``values[i]`` of series ``refs[i]`` at ``t`` seconds."""
-        self.db._append_block(self, t, refs, values)
+        tm = round(t * 1000.0)
+        times = self.times
+        if not times or tm <= times[-1] or not (refs is self._source and len(refs) == self._width
+                                                 or refs == self.refs):
+            self.db._start_block(self, tm, refs)
+            times = self.times
+        times.append(tm)
+        self.rows.extend(values)
+        db = self.db
+        if db.head_ms is None or tm > db.head_ms:
+            db.head_ms = tm
+            db._maybe_sweep()
 
 
 class TSDB:
@@ -351,18 +364,13 @@ class TSDB:
         """A :class:`Block` for a group of series a scraper appends together every scrape."""
         return Block(self)
 
-    def _append_block(self, block: Block, t: float, refs: Sequence[int], values: Sequence[float]) -> None:
-        tm = to_ms(t)
-        if block.times and (refs != block.refs or tm <= block.times[-1]):
+    def _start_block(self, block: Block, tm: int, refs: Sequence[int]) -> None:
+        """``block`` is about to take a row that does not continue its rows: flush them."""
+        if block.times:
             self._flush_block(block)
-        if not block.times:
-            block.refs = list(refs)
-            self._pending[id(block)] = block
-        block.times.append(tm)
-        block.rows.extend(values)
-        if self.head_ms is None or tm > self.head_ms:
-            self.head_ms = tm
-            self._maybe_sweep()
+        block.refs = list(refs)
+        block._source, block._width = refs, len(refs)
+        self._pending[id(block)] = block
 
     def flush(self) -> None:
         """Move every block's pending rows into their series (each read does it first)."""
