@@ -89,6 +89,18 @@ def declare(db: TSDB) -> None:
         db.set_metadata(name, kind, text)
 
 
+def datastore_names(prefix: str) -> tuple[str, str, str, dict[str, str]]:
+    """A datastore exporter's names: commands counter, command-seconds counter, connections
+    gauge and the labels that gauge carries."""
+    if prefix == "mongodb":
+        return "mongodb_op_counters_total", "mongodb_op_latencies_seconds_total", "mongodb_connections", \
+            {"state": "current"}
+    if prefix == "redis":
+        return "redis_commands_total", "redis_commands_duration_seconds_total", "redis_connected_clients", {}
+    return f"{prefix}_commands_total", f"{prefix}_commands_duration_seconds_total", \
+        f"{prefix}_current_connections", {}
+
+
 def datastore_flavour(image: str) -> str:
     """``redis``, ``memcached`` or ``mongo`` for a datastore's image (``redis:7.2-alpine``)."""
     base = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0].lower()

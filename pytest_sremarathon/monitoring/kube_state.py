@@ -78,6 +78,9 @@ class KubeState:
         if len(self._cache) > len(seen):
             for key in [k for k in self._cache if k not in seen]:
                 del self._cache[key]
+        self._collect_usage(t, usage)
+
+    def _collect_usage(self, t: float, usage: Iterable[ContainerUsage]) -> None:
         cadvisor = self._cadvisor
         ref = self.db.ref
         live = []
@@ -95,8 +98,8 @@ class KubeState:
             hit[1].append(t, hit[0], (u.cpu_seconds, u.working_set_bytes))
         if len(cadvisor) > 2 * len(live) + 64:  # forget containers long gone
             keep = set(live)
-            for key in [k for k in cadvisor if k not in keep]:
-                del cadvisor[key]
+            for gone in [k for k in cadvisor if k not in keep]:
+                del cadvisor[gone]
 
     # -- per object ------------------------------------------------------------------------------
     def _labels(self, name: str, **labels: str) -> int:
@@ -107,7 +110,7 @@ class KubeState:
         ns, name, uid = md.get("namespace", ""), md["name"], md.get("uid", "")
         node = spec.get("nodeName", "")
         lab = self._labels
-        owner = next((o for o in md.get("ownerReferences") or [] if o.get("controller")), {})
+        owner: dict[str, Any] = next((o for o in md.get("ownerReferences") or [] if o.get("controller")), {})
         out: Samples = [(lab("kube_pod_info", namespace=ns, pod=name, uid=uid, node=node,
                              host_ip=status.get("hostIP", ""), pod_ip=status.get("podIP", ""),
                              created_by_kind=owner.get("kind", ""), created_by_name=owner.get("name", "")), 1.0)]

@@ -4,7 +4,6 @@ one tick of virtual time at a time. It is also the API server's source of logs a
 from __future__ import annotations
 
 import copy
-import math
 import random
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,14 +11,14 @@ from typing import Any, Optional
 
 from ..apps import AppSpec
 from ..cluster import Topology, diurnal
-from .defaults import apply_defaults
-from .controllers import Controllers, EndpointsController, NodeLifecycleController
-from .kubelet import Kubelet
-from ..metrics import MetricStore
 from ..k8s.objects import EventRecorder, pod_is_ready, set_condition
-from ..runtime.code import ArtifactStore
-from .scheduler import ZONE, Scheduler
 from ..k8s.store import Store, iso
+from ..metrics import MetricStore
+from ..runtime.code import ArtifactStore
+from .controllers import Controllers, EndpointsController, NodeLifecycleController
+from .defaults import apply_defaults
+from .kubelet import Kubelet
+from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
 from .traffic import Network, ServiceStats, TrafficEngine
 

@@ -22,12 +22,14 @@ failing 75 % of its requests would read 0 % or 100 % errors). Instead, for every
    change: when the newest samples' error share is implausible under the older ones' (a
    Chernoff bound on the binomial tail below ``exp(-CHANGE_EVIDENCE)``), the older ticks are
    dropped — a fault shows within a tick or two, a repair within a few minutes, and a steady
-   fault reads its steady share.
-3. **Which latencies.** For each code, the requests are spread over fine latency bins (each
-   classic ``le`` bucket split in :data:`SUB_BINS`) as the samples of that cell and code over
-   the last :data:`LATENCY_TICKS` ticks fell (falling back to the endpoint's, then to the
-   whole window), by systematic sampling (one uniform: each bin gets its expected share,
-   rounded up or down); the ``_sum`` adds each bin's count times its samples' mean latency.
+   fault reads its steady share. While a window holds no error (nearly always), every share
+   is all 200s and nothing is estimated.
+3. **Which latencies.** The requests of each code are spread over the latencies of this
+   tick's samples of that pod and code (else of that code at the endpoint, else over the
+   window) by systematic sampling — one uniform: each sample's latency gets its expected share
+   of the requests, rounded up or down — and counted in fine bins (each classic ``le`` bucket
+   split in :data:`SUB_BINS`), which the exposition sums into its buckets and the service's
+   quantiles interpolate; ``_sum`` adds each request's latency.
 
 Every draw takes its uniforms from the tick's generator (seeded by the run's seed and the
 tick), so a run's counts follow from its seed and its events. Service-level numbers (the
@@ -40,7 +42,7 @@ import math
 import random
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Optional
 
 from .draws import multinomial, poisson, systematic
@@ -49,7 +51,6 @@ from .draws import multinomial, poisson, systematic
 BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 SUB_BINS = 8  # fine bins per classic bucket (log-spaced; linear in the first)
 WINDOW = 60  # ticks of samples the outcome shares are estimated over, at most (30 min at 30 s)
-LATENCY_TICKS = 4  # ticks of samples the latency distribution is drawn from (2 min)
 K_POD = 2.0  # pseudo-samples shrinking a pod's shares toward its endpoint's
 K_ENDPOINT = 2.0  # ... and an endpoint's toward its service's
 CHANGE_EVIDENCE = 12.0  # n * KL(recent || older) beyond which the older samples are dropped
@@ -79,42 +80,27 @@ def _edges() -> tuple[list[float], list[float]]:
 
 
 BIN_UPPER, BIN_LOWER = _edges()
-INF_BINS_FROM = len(BUCKETS_MS) * SUB_BINS  # fine bins past the last finite bucket (le="+Inf")
 LAST_BIN = len(BIN_UPPER) - 1
 
-
-def fine_bin(ms: float) -> int:
-    i = bisect_left(BIN_UPPER, ms)
-    return i if i <= LAST_BIN else LAST_BIN
-
-
-def bucket_of(fine: int) -> int:
-    """Index of the classic bucket a fine bin belongs to (``len(BUCKETS_MS)`` for +Inf)."""
-    return fine // SUB_BINS
-
-
-# -- the samples of a tick ----------------------------------------------------------------------
-
-Bins = tuple[tuple[int, float, float], ...]  # (fine bin, weight, weight * ms), by bin
+Entries = tuple[tuple[float, float], ...]  # (latency ms, weight) of a cell's samples
 
 
 class _Tick(NamedTuple):
     """One tick's samples of one (service, endpoint): sample and error counts (the change
     test), the weight that reached a pod, and per (pod, code) the weight, the count and the
-    fine bins. Immutable (tuples: once a collection has seen them, the garbage collector
-    leaves them alone — a window holds thousands)."""
+    samples' latencies. Immutable (tuples: once a collection has seen them, the garbage
+    collector leaves them alone — a window holds thousands)."""
 
     tick: int
     n: int
     errors: int
     w: float
-    cells: dict[tuple[str, str], tuple[float, int, Bins]]
+    cells: dict[tuple[str, str], tuple[float, int, Entries]]
 
 
 class _Endpoint:
     """The window of one (namespace, service, endpoint): its ticks, and running totals of
-    their samples, errors and weight. While the window holds no error (nearly always), every
-    pod's share is all 200s and nothing else is summed."""
+    their samples, errors and weight."""
 
     __slots__ = ("ring", "n", "errors", "w")
 
@@ -179,7 +165,7 @@ class _Endpoint:
         """(pod, code) -> [weight, samples] over the window."""
         out: dict[tuple[str, str], list[float]] = {}
         for t in self.ring:
-            for key, (w, n, _bins) in t.cells.items():
+            for key, (w, n, _entries) in t.cells.items():
                 acc = out.get(key)
                 if acc is None:
                     out[key] = [w, float(n)]
@@ -188,22 +174,16 @@ class _Endpoint:
                     acc[1] += n
         return out
 
-    def bins(self, tick: int, pod: Optional[str], code: Optional[str],
-             ticks: int = LATENCY_TICKS) -> list[tuple[int, float, float]]:
-        """The fine bins (bin, weight, weight * ms) of the samples of ``pod`` (None: any) with
-        ``code`` (None: any) over the last ``ticks`` ticks (0: the whole window), newest first."""
-        out: list[tuple[int, float, float]] = []
+    def entries(self, code: Optional[str], newest_only: bool) -> list[tuple[float, float]]:
+        """The latencies of the samples with ``code`` (None: any) at any pod, this tick's
+        (``newest_only``) or the whole window's."""
+        out: list[tuple[float, float]] = []
         for t in reversed(self.ring):
-            if ticks and t.tick <= tick - ticks:
-                break
-            if pod is not None and code is not None:
-                cell = t.cells.get((pod, code))
-                if cell is not None:
-                    out.extend(cell[2])
-                continue
-            for (p, k), c in t.cells.items():
-                if (pod is None or p == pod) and (code is None or k == code):
+            for (_p, k), c in t.cells.items():
+                if code is None or k == code:
                     out.extend(c[2])
+            if newest_only:
+                break
         return out
 
 
@@ -221,10 +201,12 @@ def _kl(a: float, b: float) -> float:
 
 class CellDraw:
     """One (namespace, service, endpoint, pod) cell's requests in one scrape: ``total``, per
-    code, per classic bucket (not cumulative) and per fine bin, and their summed latency.
-    ``pod`` is "" for requests that failed before reaching a pod."""
+    code, per classic bucket (not cumulative; ``first`` is the lowest with any) and per fine
+    bin, and their summed latency (seconds). ``pod`` is "" for requests that failed before
+    reaching a pod."""
 
-    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "fine", "seconds")
+    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "fine",
+                 "seconds")
 
     def __init__(self, namespace: str, service: str, endpoint: str, pod: str, total: int = 0) -> None:
         self.namespace = namespace
@@ -234,6 +216,7 @@ class CellDraw:
         self.total = total
         self.codes: dict[str, int] = {}
         self.buckets = [0] * (len(BUCKETS_MS) + 1)
+        self.first = len(BUCKETS_MS)
         self.fine: dict[int, int] = {}
         self.seconds = 0.0
 
@@ -256,116 +239,72 @@ class CountModel:
         self._tick = 0
 
     def draw(self, samples: Iterable[Sample], rng: random.Random,
-             pod_of: Any = None) -> list[CellDraw]:
+             pod_of: Optional[Callable[[Any], str]] = None) -> list[CellDraw]:
         """Ingest one tick's samples and draw the tick's counts for every cell that had
         traffic. ``pod_of(container)`` names a pool member's pod (default: ``.pod_name``)."""
         self._tick += 1
         tick = self._tick
-        agg: dict[tuple[str, str, str, str, str, int], list[float]] = {}
-        volume: dict[tuple[str, str, str, int], list[Any]] = {}  # -> [pool, weight, pod]
-        for ns, svc, ep, pool, pod, code, ms, w in samples:
-            b = bisect_left(BIN_UPPER, ms)
-            k = (ns, svc, ep, pod, code, b if b <= LAST_BIN else LAST_BIN)
-            a = agg.get(k)
-            if a is None:
-                agg[k] = [w, w * ms, 1.0]
-            else:
-                a[0] += w
-                a[1] += w * ms
-                a[2] += 1.0
-            vk = (ns, svc, ep, id(pool))
-            v = volume.get(vk)
-            if v is None:
-                volume[vk] = [pool, w, pod]
-            else:
-                v[1] += w
-        per_ep: dict[tuple[str, str, str], dict[tuple[str, str], list[Any]]] = {}
-        for (ns, svc, ep, pod, code, b), (w, wl, n) in agg.items():  # (sorted by bin within a cell below)
-            cells = per_ep.get((ns, svc, ep))
-            if cells is None:
-                cells = per_ep[(ns, svc, ep)] = {}
-            cell = cells.get((pod, code))
-            if cell is None:
-                cells[(pod, code)] = [w, n, [(b, w, wl)]]
-            else:
-                cell[0] += w
-                cell[1] += n
-                cell[2].append((b, w, wl))
-        ticks: dict[tuple[str, str, str], _Tick] = {}
-        for key, cells in per_ep.items():
-            n_all = errors = 0
-            w_pods = 0.0
-            frozen: dict[tuple[str, str], tuple[float, int, Bins]] = {}
-            for (pod, code), (w, n, bins) in cells.items():
-                k = int(n)
-                n_all += k
-                if code != OK:
-                    errors += k
-                if pod != NO_POD:
-                    w_pods += w
-                frozen[(pod, code)] = (w, k, tuple(sorted(bins)))
-            ticks[key] = _Tick(tick, n_all, errors, w_pods, frozen)
+        ticks, volume = _ingest(tick, samples)
         for window in self._endpoints.values():
             window.expire(tick)
         for key, t in ticks.items():
-            window = self._endpoints.get(key)
-            if window is None:
-                window = self._endpoints[key] = _Endpoint()
-                self._by_service.setdefault(key[:2], []).append(window)
-            window.push(t)
-            if t.errors or window.errors:
-                window.detect_change()
-        pods_by_ep: dict[tuple[str, str, str], dict[str, float]] = {}
-        name_of = pod_of or _pod_name
-        for (ns, svc, ep, _pk), (pool, w, pod) in volume.items():
-            pods = pods_by_ep.get((ns, svc, ep))
-            if pods is None:
-                pods = pods_by_ep[(ns, svc, ep)] = {}
-            if pool is None:
-                pods[pod] = pods.get(pod, 0.0) + w
-                continue
-            share = w / len(pool)
-            for c in pool:
-                name = name_of(c)
-                pods[name] = pods.get(name, 0.0) + share
+            found = self._endpoints.get(key)
+            if found is None:
+                found = self._endpoints[key] = _Endpoint()
+                self._by_service.setdefault(key[:2], []).append(found)
+            found.push(t)
+            if t.errors or found.errors:
+                found.detect_change()
+        pods_by_ep = _volumes(volume, pod_of or _pod_name)
         service_shares: dict[tuple[str, str], dict[str, float]] = {}
         sums: dict[int, dict[tuple[str, str], list[float]]] = {}
         out: list[CellDraw] = []
         for key in sorted(ticks):
             ns, svc, ep = key
             window = self._endpoints[key]
+            now = ticks[key]
+            own_sums: dict[tuple[str, str], list[float]] = {}
             if not window.errors:
                 endpoint_shares = ALL_OK
-                own_sums: dict[tuple[str, str], list[float]] = {}
             else:
                 shares_s = service_shares.get((ns, svc))
                 if shares_s is None:
                     shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, sums)
                 own_sums = self._sums(window, sums)
                 endpoint_shares = _endpoint_shares(own_sums, shares_s)
+            fallback: dict[str, list[tuple[float, float]]] = {}
             pods = pods_by_ep[key]
-            latency_cache: dict[tuple[Optional[str], str], list[tuple[int, float, float]]] = {}
             for pod in sorted(pods):
-                n = poisson(rng, pods[pod])
-                if n <= 0:
+                total = poisson(rng, pods[pod])
+                if total <= 0:
                     continue
-                cell = CellDraw(ns, svc, ep, pod, total=n)
+                drawn = CellDraw(ns, svc, ep, pod, total=total)
                 if pod == NO_POD:  # failed before routing: what this tick's routing did, nothing else
-                    shares = _normalised({code: c[0] for (p, code), c in ticks[key].cells.items() if p == NO_POD})
+                    shares = _normalised({code: c[0] for (p, code), c in now.cells.items() if p == NO_POD})
                 elif endpoint_shares is ALL_OK:
                     shares = ALL_OK
                 else:
                     shares = _pod_shares(own_sums, pod, endpoint_shares)
                 if len(shares) == 1:
-                    codes, counts = list(shares), [n]
+                    codes, counts = list(shares), [total]
                 else:
                     codes = sorted(shares, key=lambda c: (-shares[c], c))
-                    counts = multinomial(rng, n, [shares[c] for c in codes])
-                for code, k in zip(codes, counts):
-                    if k:
-                        cell.codes[code] = k
-                        _latencies(rng, window, tick, pod, code, k, cell, latency_cache)
-                out.append(cell)
+                    counts = multinomial(rng, total, [shares[c] for c in codes])
+                for code, count in zip(codes, counts):
+                    if not count:
+                        continue
+                    drawn.codes[code] = count
+                    cell = now.cells.get((pod, code))
+                    if cell is not None:
+                        entries: Sequence[tuple[float, float]] = cell[2]
+                    else:
+                        got = fallback.get(code)
+                        if got is None:
+                            got = fallback[code] = (window.entries(code, True) or window.entries(code, False)
+                                                    or window.entries(None, True) or [(0.0, 1.0)])
+                        entries = got
+                    _latencies(rng, entries, count, drawn)
+                out.append(drawn)
         return out
 
     # -- estimates ---------------------------------------------------------------------------
@@ -389,6 +328,100 @@ class CountModel:
         return _normalised(acc)
 
 
+def _ingest(tick: int, samples: Iterable[Sample]) -> tuple[dict[tuple[str, str, str], _Tick],
+                                                            dict[tuple[str, str, str, int], list[Any]]]:
+    """One tick's samples per (service, endpoint) and (pod, code), and the weight of each
+    routing pool they chose from."""
+    groups: dict[tuple[str, str, str, str, str, int], list[Any]] = {}  # -> [pool, weight, samples, {ms: weight}]
+    for ns, svc, ep, pool, pod, code, ms, w in samples:  # one dict lookup a sample: the hot loop
+        key = (ns, svc, ep, pod, code, id(pool))
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [pool, w, 1, {ms: w}]
+        else:
+            g[1] += w
+            g[2] += 1
+            lat = g[3]  # (a pod serves most calls of a tick in the same time: few distinct latencies)
+            lat[ms] = lat.get(ms, 0.0) + w
+    volume: dict[tuple[str, str, str, int], list[Any]] = {}  # (ns, svc, ep, id(pool)) -> [pool, weight, pod]
+    merged: dict[tuple[str, str, str, str, str], list[Any]] = {}  # -> [weight, samples, {ms: weight}]
+    for (ns, svc, ep, pod, code, pk), (pool, w, n, lat) in groups.items():
+        vk = (ns, svc, ep, pk)
+        v = volume.get(vk)
+        if v is None:
+            volume[vk] = [pool, w, pod]
+        else:
+            v[1] += w
+        ck = (ns, svc, ep, pod, code)
+        m = merged.get(ck)
+        if m is None:
+            merged[ck] = [w, n, lat]
+        else:
+            m[0] += w
+            m[1] += n
+            into = m[2] = dict(m[2])
+            for ms, x in lat.items():
+                into[ms] = into.get(ms, 0.0) + x
+    cells: dict[tuple[str, str, str], dict[tuple[str, str], tuple[float, int, Entries]]] = {}
+    for (ns, svc, ep, pod, code), (w, n, entries) in merged.items():
+        per = cells.get((ns, svc, ep))
+        if per is None:
+            per = cells[(ns, svc, ep)] = {}
+        per[(pod, code)] = (w, n, tuple(entries.items()))
+    ticks: dict[tuple[str, str, str], _Tick] = {}
+    for where, per in cells.items():
+        n_all = errors = 0
+        w_pods = 0.0
+        for (pod, code), (w, n, _entries) in per.items():
+            n_all += n
+            if code != OK:
+                errors += n
+            if pod != NO_POD:
+                w_pods += w
+        ticks[where] = _Tick(tick, n_all, errors, w_pods, per)
+    return ticks, volume
+
+
+def _volumes(volume: dict[tuple[str, str, str, int], list[Any]],
+             name_of: Callable[[Any], str]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Per (service, endpoint), each pod's expected requests: a call's weight split evenly
+    over the pods it chose among (the Rao-Blackwellised routing)."""
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    for (ns, svc, ep, _pk), (pool, w, pod) in volume.items():
+        pods = out.get((ns, svc, ep))
+        if pods is None:
+            pods = out[(ns, svc, ep)] = {}
+        if pool is None:
+            pods[pod] = pods.get(pod, 0.0) + w
+            continue
+        share = w / len(pool)
+        for c in pool:
+            name = name_of(c)
+            pods[name] = pods.get(name, 0.0) + share
+    return out
+
+
+def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: int, cell: CellDraw) -> None:
+    """Spread ``k`` requests over the samples' latencies, into fine and classic bins."""
+    counts = systematic(rng, k, [w for _ms, w in entries]) if len(entries) > 1 else (k,)
+    buckets, fine = cell.buckets, cell.fine
+    ms_total = 0.0
+    first = cell.first
+    for (ms, _w), c in zip(entries, counts):
+        if c:
+            b = bisect_left(BIN_UPPER, ms)
+            if b > LAST_BIN:
+                b = LAST_BIN
+            bucket = b // SUB_BINS
+            buckets[bucket] += c
+            if bucket < first:
+                first = bucket
+            fine[b] = fine.get(b, 0) + c
+            ms_total += c * ms
+    cell.first = first
+    cell.seconds += ms_total / 1000.0
+
+
 def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float]) -> dict[str, float]:
     weights: dict[str, float] = {}
     n = 0.0
@@ -407,32 +440,6 @@ def _pod_shares(sums: dict[tuple[str, str], list[float]], pod: str, endpoint: di
             weights[code] = w
             n += k
     return _shrunk(_normalised(weights), n, endpoint, K_POD)
-
-
-_DEFAULT_BINS = [(0, 1.0, 0.0)]
-
-
-def _latencies(rng: random.Random, window: _Endpoint, tick: int, pod: str, code: str, k: int, cell: CellDraw,
-               cache: dict[tuple[Optional[str], str], list[tuple[int, float, float]]]) -> None:
-    """Spread ``k`` requests of ``pod`` and ``code`` over fine bins as the recent samples of
-    that pod and code fell; else of that code at any pod; else of that code over the whole
-    window; else of any code recently."""
-    bins = window.bins(tick, pod, code)
-    if not bins:
-        got = cache.get((None, code))
-        if got is None:
-            got = cache[(None, code)] = (window.bins(tick, None, code) or window.bins(tick, None, code, 0)
-                                         or window.bins(tick, None, None) or _DEFAULT_BINS)
-        bins = got
-    counts = systematic(rng, k, [w for _b, w, _wl in bins]) if len(bins) > 1 else [k]
-    buckets, fine = cell.buckets, cell.fine
-    ms = 0.0
-    for (b, w, wl), c in zip(bins, counts):
-        if c:
-            buckets[b // SUB_BINS] += c
-            fine[b] = fine.get(b, 0) + c
-            ms += c * (wl / w if w > 0 else BIN_UPPER[b])
-    cell.seconds += ms / 1000.0
 
 
 def _pod_name(c: Any) -> str:

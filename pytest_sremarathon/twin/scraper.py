@@ -22,12 +22,22 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate
+from operator import add
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..monitoring.catalog import DATASTORES, HTTP_DURATION, HTTP_REQUESTS, LE, SLO_P99, datastore_flavour, declare
-from ..monitoring.kube_state import ContainerUsage, KubeState, kubelet_instance
+from ..monitoring.catalog import (
+    DATASTORES,
+    HTTP_DURATION,
+    HTTP_REQUESTS,
+    LE,
+    SLO_P99,
+    datastore_flavour,
+    datastore_names,
+    declare,
+)
+from ..monitoring.kube_state import KSM_INSTANCE, KSM_JOB, ContainerUsage, KubeState, kubelet_instance
 from ..monitoring.targets import ScrapeTargets, TargetState, prometheus_self
-from ..monitoring.kube_state import KSM_INSTANCE, KSM_JOB
 from ..prometheus import TSDB
 from .counts import OK, CellDraw, CountModel, Sample, quantiles
 
@@ -91,7 +101,7 @@ class ServiceTraffic:
 class TwinScraper:
     """Records one cluster's series into ``db`` every :meth:`scrape`."""
 
-    def __init__(self, apps: list["AppSpec"], store: "Store", kubelet: "Kubelet", network: "Network",
+    def __init__(self, apps: list[AppSpec], store: Store, kubelet: Kubelet, network: Network,
                  retention: float = DEFAULT_RETENTION, interval: float = 30.0) -> None:
         self.apps = {a.namespace: a for a in apps}
         self.store = store
@@ -135,18 +145,16 @@ class TwinScraper:
             st = traffic.get(key)
             if st is None:
                 st = traffic[key] = ServiceTraffic()
-            n = cell.total
-            st.requests += n
-            st.errors += n - cell.codes.get(OK, 0)
-            for b, c in cell.fine.items():
-                st.fine[b] = st.fine.get(b, 0.0) + c
+            st.requests += cell.total
+            st.errors += cell.total - cell.codes.get(OK, 0)
+            for b, count in cell.fine.items():
+                st.fine[b] = st.fine.get(b, 0.0) + count
             if cell.pod == "":
                 self._count(self._no_pod_exposition(cell), cell, key)
                 continue
-            c = by_name.get((cell.namespace, cell.pod))
-            if c is None:
-                continue
-            self._count(self._exposition(c), cell, key)
+            served_by = by_name.get((cell.namespace, cell.pod))
+            if served_by is not None:
+                self._count(self._exposition(served_by), cell, key)
         t = now.timestamp()
         targets: list[TargetState] = []
         usage: list[ContainerUsage] = []
@@ -201,7 +209,7 @@ class TwinScraper:
         return traffic
 
     # -- counters ------------------------------------------------------------------------------
-    def _exposition(self, c: "Container") -> _Exposition:
+    def _exposition(self, c: Container) -> _Exposition:
         ex = self._pods.get(c.pod_uid)
         if ex is None:
             ip = self._ip(c.pod_uid, c)
@@ -230,9 +238,10 @@ class TwinScraper:
         if flavour is not None and cell.pod:
             prefix, _port, label, commands = DATASTORES[flavour]
             cmd = commands.get(cell.endpoint, cell.endpoint)
-            i = ex.slot(db, ("commands", cmd), {"__name__": _commands_name(prefix), label: cmd})
+            commands_name, seconds_name, _, _ = datastore_names(prefix)
+            i = ex.slot(db, ("commands", cmd), {"__name__": commands_name, label: cmd})
             values[i] += cell.total
-            j = ex.slot(db, ("seconds", cmd), {"__name__": _duration_name(prefix), label: cmd})
+            j = ex.slot(db, ("seconds", cmd), {"__name__": seconds_name, label: cmd})
             values[j] += cell.seconds
             return
         ep = cell.endpoint
@@ -243,33 +252,27 @@ class TwinScraper:
                 ex.slot(db, ("sum", ep), {"__name__": HTTP_DURATION + "_sum", "endpoint": ep}),
                 ex.slot(db, ("count", ep), {"__name__": HTTP_DURATION + "_count", "endpoint": ep}), {})
         first, i_sum, i_count, codes = slots
-        values = ex.values  # (a reset replaces the list)
         for code, n in cell.codes.items():
-            i = codes.get(code)
-            if i is None:
-                i = codes[code] = ex.slot(db, ("requests", ep, code),
-                                          {"__name__": HTTP_REQUESTS, "endpoint": ep, "code": code})
-                values = ex.values
-            values[i] += n
-        acc = 0
-        for k, n in enumerate(cell.buckets):
-            if n:
-                acc += n
-            if acc:
-                values[first + k] += acc
+            at = codes.get(code)
+            if at is None:
+                at = codes[code] = ex.slot(db, ("requests", ep, code),
+                                           {"__name__": HTTP_REQUESTS, "endpoint": ep, "code": code})
+            values[at] += n
+        lo, hi = first + cell.first, first + len(LE)  # the cumulative buckets that move, in C loops
+        values[lo:hi] = map(add, values[lo:hi], accumulate(cell.buckets[cell.first:]))
         values[i_sum] += cell.seconds
         values[i_count] += cell.total
 
-    def _datastore_gauges(self, ex: _Exposition, c: "Container", flavour: str, running: dict[tuple[str, str], int]) -> None:
+    def _datastore_gauges(self, ex: _Exposition, c: Container, flavour: str, running: dict[tuple[str, str], int]) -> None:
         prefix = DATASTORES[flavour][0]
         clients = sum(running.get((c.namespace, svc), 0) for svc in self._clients.get((c.namespace, c.service), []))
         i = ex.slot(self.db, ("up",), {"__name__": f"{prefix}_up"})
         ex.values[i] = 1.0
-        name, extra = _connections(prefix)
+        _, _, name, extra = datastore_names(prefix)
         i = ex.slot(self.db, ("connections",), {"__name__": name, **extra})
         ex.values[i] = float(clients)
 
-    def _target(self, c: "Container", ip: str, port: int, up: bool, node_up: dict[str, bool]) -> TargetState:
+    def _target(self, c: Container, ip: str, port: int, up: bool, node_up: dict[str, bool]) -> TargetState:
         hit = self._target_states.get(c.pod_uid)
         if hit is not None and hit[0] == up:
             return hit[1]
@@ -280,7 +283,7 @@ class TwinScraper:
         self._target_states[c.pod_uid] = (up, state)
         return state
 
-    def _ip(self, uid: str, c: "Container") -> str:
+    def _ip(self, uid: str, c: Container) -> str:
         ip = self._ips.get(uid)
         if ip is None:
             pod: Optional[dict[str, Any]] = self.store.get("Pod", c.namespace, c.pod_name)
@@ -290,23 +293,7 @@ class TwinScraper:
         return ip
 
 
-def _commands_name(prefix: str) -> str:
-    return {"mongodb": "mongodb_op_counters_total"}.get(prefix, f"{prefix}_commands_total")
-
-
-def _duration_name(prefix: str) -> str:
-    return {"mongodb": "mongodb_op_latencies_seconds_total"}.get(prefix, f"{prefix}_commands_duration_seconds_total")
-
-
-def _connections(prefix: str) -> tuple[str, dict[str, str]]:
-    if prefix == "redis":
-        return "redis_connected_clients", {}
-    if prefix == "mongodb":
-        return "mongodb_connections", {"state": "current"}
-    return f"{prefix}_current_connections", {}
-
-
-def _down_reason(c: "Container", node_up: dict[str, bool]) -> str:
+def _down_reason(c: Container, node_up: dict[str, bool]) -> str:
     if not node_up.get(c.node, False):
         return "context deadline exceeded"
     return "connect: connection refused"

@@ -15,12 +15,13 @@ import hashlib
 import json
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from ..k8s.store import Store
+from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -31,6 +32,11 @@ INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
+# A request type whose outcome is uncertain (some of its requests fail, not all) gets at least
+# this many samples a tick, so the scrape's counts (counts.py) estimate its failure share from
+# enough handler runs; OUTCOME_DECAY is the weight of the newest tick in that judgement.
+UNCERTAIN_SAMPLES = 4
+OUTCOME_DECAY = 0.3
 MAX_TRACEBACKS_PER_TICK = 3
 
 
@@ -88,7 +94,7 @@ class _Frame:
 
     __slots__ = ("container", "work_ms", "downstream_ms")
 
-    def __init__(self, container: Optional["Container"]) -> None:
+    def __init__(self, container: Optional[Container]) -> None:
         self.container = container
         self.work_ms = 0.0
         self.downstream_ms = 0.0
@@ -96,10 +102,10 @@ class _Frame:
 
 @dataclass
 class _Endpoint:
-    containers: list["Container"]
+    containers: list[Container]
     port_ok: bool
-    running: list["Container"] = field(default_factory=list)  # serving this tick …
-    by_zone: dict[str, list["Container"]] = field(default_factory=dict)  # … and per zone
+    running: list[Container] = field(default_factory=list)  # serving this tick …
+    by_zone: dict[str, list[Container]] = field(default_factory=dict)  # … and per zone
     stats: ServiceStats = field(default_factory=ServiceStats)  # what its callers saw this tick
 
     def __post_init__(self) -> None:
@@ -116,11 +122,11 @@ def _contention(rho: float) -> float:
 class TrafficEngine:
     """The router behind every ``ctx.call`` and the load generator at each app's ingress."""
 
-    def __init__(self, store: Store, network: Network, apps: list["AppSpec"]) -> None:
+    def __init__(self, store: Store, network: Network, apps: list[AppSpec]) -> None:
         self.store = store
         self.network = network
         self.apps = {a.namespace: a for a in apps}
-        self.kubelet: Optional["Kubelet"] = None
+        self.kubelet: Optional[Kubelet] = None
         self._stack: list[_Frame] = []
         self._endpoints: dict[tuple[str, str], _Endpoint] = {}
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
@@ -136,6 +142,7 @@ class TrafficEngine:
         # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
         # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
         self.samples: list[tuple[str, str, str, Any, str, str, float, float]] = []
+        self._failing: dict[tuple[str, str], float] = {}  # (app, request type) -> recent failed share
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -149,7 +156,7 @@ class TrafficEngine:
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             ep = self.store.get("Endpoints", ns, name)
-            ready: list["Container"] = []
+            ready: list[Container] = []
             for subset in (ep or {}).get("subsets") or []:
                 for addr in subset.get("addresses") or []:
                     c = by_uid.get(addr.get("targetRef", {}).get("uid", ""))
@@ -172,7 +179,7 @@ class TrafficEngine:
         if self.network.cpu_overload_timeouts:
             self._overload(by_uid)
 
-    def _overload(self, by_uid: dict[str, "Container"]) -> None:
+    def _overload(self, by_uid: dict[str, Container]) -> None:
         """Per (service, zone) — the pods a caller's local-first routing spreads over — the
         share of the demand measured last tick that the pods' CPU limits cannot serve."""
         groups: dict[tuple[str, str, str], list[float]] = {}  # -> [demand, limit, work, requests]
@@ -189,7 +196,7 @@ class TrafficEngine:
             if limit and demand > limit:
                 self._shed[uid] = 1.0 - limit / demand
 
-    def _port_ok(self, svc: dict[str, Any], ready: list["Container"]) -> bool:
+    def _port_ok(self, svc: dict[str, Any], ready: list[Container]) -> bool:
         if not ready:
             return True
         pod = self.store.get("Pod", ready[0].namespace, ready[0].pod_name)
@@ -200,7 +207,7 @@ class TrafficEngine:
             {p.get("name") for p in spec.get("ports") or [] if p.get("name")}
         return all(p.get("targetPort", p.get("port")) in ports for p in svc["spec"].get("ports") or [])
 
-    def run(self, dt: float, rps_of: Callable[["AppSpec"], float]) -> dict[tuple[str, str], ServiceStats]:
+    def run(self, dt: float, rps_of: Callable[[AppSpec], float]) -> dict[tuple[str, str], ServiceStats]:
         """Send one tick's sampled requests into every app; returns per-service stats."""
         self._pod_work.clear()
         self._pod_requests.clear()
@@ -211,7 +218,11 @@ class TrafficEngine:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
             for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
+                failing = self._failing.get((ns, mix.endpoint), 0.0)
+                if 0.02 < failing < 0.98:
+                    n = max(n, UNCERTAIN_SAMPLES)
                 self._weight = rps * share * dt / n
+                failed = 0
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -220,7 +231,9 @@ class TrafficEngine:
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError:
-                        pass
+                        failed += 1
+                if failed or failing:
+                    self._failing[(ns, mix.endpoint)] = failing + OUTCOME_DECAY * (failed / n - failing)
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
@@ -276,7 +289,7 @@ class TrafficEngine:
         return Outcome(value=value, error=error, latency_ms=latency)
 
     # -- internals -------------------------------------------------------------------------
-    def _container_of(self, ctx: Context) -> Optional["Container"]:
+    def _container_of(self, ctx: Context) -> Optional[Container]:
         assert self.kubelet is not None
         return self.kubelet.by_name.get((ctx.app, ctx.pod))
 
@@ -384,7 +397,7 @@ class TrafficEngine:
             if origin:
                 s.origins[origin] += w
 
-    def _log_error(self, c: "Container", endpoint: str, text: str, key: str = "upstream") -> None:
+    def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
         k = (c.pod_uid, endpoint, key)
         self._tracebacks[k] += 1
         if self._tracebacks[k] <= MAX_TRACEBACKS_PER_TICK and self._now is not None:
