@@ -27,8 +27,9 @@ actions). The namespace itself stays protected: its Services cannot be changed o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ContextManager, Optional
+from typing import Any, Optional
 from urllib.parse import parse_qs
 
 from ..policy import MutationRequest
@@ -116,7 +117,7 @@ class DeferredRules:
         return self.source.rule_groups() if self.source is not None else []
 
 
-def prometheus_handler(api: PrometheusAPI, lock: ContextManager[Any], admission: Optional[Admission] = None,
+def prometheus_handler(api: PrometheusAPI, lock: AbstractContextManager[Any], admission: Optional[Admission] = None,
                        service: str = PROMETHEUS) -> ExtensionHandler:
     """Answer Prometheus's HTTP API (paths inside the service) holding ``lock``."""
 
@@ -138,7 +139,7 @@ def prometheus_handler(api: PrometheusAPI, lock: ContextManager[Any], admission:
     return handle
 
 
-def prometheus_service(db: TSDB, lock: ContextManager[Any], now: Callable[[], float], *,
+def prometheus_service(db: TSDB, lock: AbstractContextManager[Any], now: Callable[[], float], *,
                        targets: Optional[TargetSource] = None, rules: Optional[RuleSource] = None,
                        admission: Optional[Admission] = None,
                        start_time: Optional[float] = None) -> tuple[MonitoringService, PrometheusAPI]:
