@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from . import __version__, builtin, cli_bundle, cli_init, report
-from .agent_host import AgentSpec
 from .agent.loader import AgentLoadError, check_agent
+from .agent_host import AgentSpec
 from .errors import ConfigError, SremarathonError
 from .marathon import Marathon, MarathonOptions, Progress, RunResult
 from .scenario import Scenario, load_scenario
@@ -249,8 +250,8 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from .clock import EPOCH, VirtualClock
     from .backends.twin import TwinBackend
+    from .clock import EPOCH, VirtualClock
 
     try:
         scenario = open_scenario(args.scenario)
@@ -275,6 +276,10 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
         print(f"twin up: {', '.join(a.namespace for a in scenario.apps)} on {backend.server.url}", flush=True)
         print(f"kubeconfig: {kubeconfig}", flush=True)
         print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -A", flush=True)
+        for name, url in sorted(backend.urls.items()):  # the monitoring namespace's services
+            print(f"{name}: {url} (bearer token: the kubeconfig's)", flush=True)
+        print(f"  kubectl get --raw '{backend.monitoring.proxy_url('', 'prometheus', 9090)}/api/v1/query?query=up'",
+              flush=True)
         print(f"virtual time runs {args.speed:g} tick(s) of {tick:g}s per wall second; Ctrl-C stops", flush=True)
         while True:
             time.sleep(1.0)

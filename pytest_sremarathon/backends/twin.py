@@ -9,20 +9,21 @@ same server (``urls``)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .agent_api import PREFIX, make_handler
-from .monitoring import DeferredRules, Monitoring, prometheus_service
 from ..clock import VirtualClock
+from ..cluster import Topology
+from ..k8s.store import Store
 from ..pipeline.service import Pipelines
+from ..runtime.code import ArtifactStore
 from ..scenario import Scenario
 from ..serving.http import Admission
 from ..twin.apiserver import ApiServer
-from ..cluster import Topology
 from ..twin.cluster import TwinCluster
-from ..runtime.code import ArtifactStore
-from ..k8s.store import Store
+from .agent_api import PREFIX, make_handler
+from .monitoring import DeferredRules, Monitoring, prometheus_service
 
 
 class TwinBackend:

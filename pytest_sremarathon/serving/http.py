@@ -7,8 +7,9 @@ are written once and know neither backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 from ..policy import Decision, MutationRequest
 

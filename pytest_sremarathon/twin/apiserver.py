@@ -67,14 +67,22 @@ from http import HTTPStatus
 from typing import Any, Optional, Protocol
 from urllib.parse import parse_qsl, unquote
 
-
-from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
-from . import defaults, openapi, tables
-from ..serving.loopback import LoopbackServer
 from ..k8s.selectors import field_predicate, label_predicate
 from ..k8s.store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
+from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
+from ..serving.loopback import LoopbackServer
+from . import defaults, openapi, tables
 from .api_common import (
-    JSON, Ctx, Stream, bad_request, dumps, method_not_allowed, no_such_path, object_not_found, rfc3339nano, truthy,
+    JSON,
+    Ctx,
+    Stream,
+    bad_request,
+    dumps,
+    method_not_allowed,
+    no_such_path,
+    object_not_found,
+    rfc3339nano,
+    truthy,
 )
 from .api_writes import ObjectWrites
 
