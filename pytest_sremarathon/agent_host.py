@@ -42,15 +42,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
-from .events import AgentStep
 from .agent.loader import one_line
 from .agent.protocol import EnvironmentWire, ObservationWire, Report
+from .events import AgentStep
 
 __all__ = ["AgentHost", "AgentSpec", "StepOutcome", "Outcome", "detect_isolation"]
 
@@ -81,7 +82,7 @@ class AgentSpec:
 
     @classmethod
     def from_options(cls, agent: Optional[str] = None, agent_cmd: Optional[str] = None,
-                     *, cwd: Optional[Path] = None) -> "AgentSpec":
+                     *, cwd: Optional[Path] = None) -> AgentSpec:
         """From the ``--agent`` / ``--agent-cmd`` option strings. A command path containing a
         slash is made absolute against ``cwd`` (the invocation directory), because the agent
         runs in its workspace."""
@@ -275,8 +276,8 @@ class _Process:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, close_fds=True)
         self.log = log
-        self.lines: "queue.Queue[Any]" = queue.Queue()
-        self._outbox: "queue.Queue[Optional[bytes]]" = queue.Queue()
+        self.lines: queue.Queue[Any] = queue.Queue()
+        self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._read_stdout, name="agent-stdout", daemon=True),
             threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True),
@@ -485,7 +486,7 @@ class AgentHost:
 
     # -- lifecycle --
 
-    def __enter__(self) -> "AgentHost":
+    def __enter__(self) -> AgentHost:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,36 +17,49 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .agent_host import AgentHost, AgentSpec, StepOutcome
 from .agent.protocol import Alert, EnvironmentWire, ObservationWire
+from .agent_host import AgentHost, AgentSpec, StepOutcome
 from .alerts.engine import AlertEngine
 from .alerts.noise import NoiseGenerator
 from .alerts.rules import DEFAULT_RULES
 from .apps import AppSpec
+from .backends import backend_factories, resolve_backend
 from .builtin import APPS_DIR as BUILTIN_APPS_DIR
 from .bundle import BundleWriter, commitment, open_bundle
 from .clock import EPOCH, VirtualClock, iso
-from .events import (Action, Deployed, RunEnd, RunStart, SLISample, Segment, TruthAlert, TruthEffect, TruthFault,
-                     TruthFaultEnd, TruthFaultSkipped, TruthMitigation)
-from .pipeline.builds import BuildTimes
+from .events import (
+    Action,
+    Deployed,
+    RunEnd,
+    RunStart,
+    Segment,
+    SLISample,
+    TruthAlert,
+    TruthEffect,
+    TruthFault,
+    TruthFaultEnd,
+    TruthFaultSkipped,
+    TruthMitigation,
+)
 from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
+from .pipeline.builds import BuildTimes
 from .pipeline.service import PipelineError
 from .policy import Decision, MutationRequest, Policy
 from .provenance import Cause, Provenance
 from .scenario import Scenario
 from .schedule import Schedule, generate
 from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
-from .thinktime import StepCharge, StepClock, ThinkTime
 from .serving.loopback import LoopbackServer
-from .backends import Backend, backend_factories, resolve_backend
+from .thinktime import StepCharge, StepClock, ThinkTime
 
 SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)
@@ -61,7 +74,7 @@ class MarathonOptions:
     out_dir: Path
     step_budget: Optional[float] = None  # default: the scenario's agent.step_budget
     signing_key: Optional[Ed25519PrivateKey] = None
-    progress: Optional[Callable[["Progress"], None]] = None
+    progress: Optional[Callable[[Progress], None]] = None
     isolation: str = "auto"
     backend: str = "twin"  # a name from backend_factories(hook), or "prefix:ARG" (kubeconfig:PATH)
     keep_cluster: bool = False  # a cluster the backend created outlives the run (kind)
@@ -112,7 +125,7 @@ class _Admission:
     id (``act-00042``); an allowed one is expected to change the objects it targets, which is
     how provenance links the cluster's state to it."""
 
-    def __init__(self, marathon: "Marathon", policy: Policy) -> None:
+    def __init__(self, marathon: Marathon, policy: Policy) -> None:
         self.marathon = marathon
         self.policy = policy
         self._lock = threading.Lock()

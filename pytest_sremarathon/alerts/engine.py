@@ -67,7 +67,7 @@ class AlertEngine:
         self.alerts[alert_id] = alert
         return alert
 
-    def evaluate(self, now: datetime, dt: float, cluster: "Cluster", apps: dict[str, "AppSpec"]) -> list[Transition]:
+    def evaluate(self, now: datetime, dt: float, cluster: Cluster, apps: dict[str, AppSpec]) -> list[Transition]:
         out: list[Transition] = []
         matching: set[Key] = set()
         for rule in self.rules:

@@ -12,8 +12,9 @@ series."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from ..k8s.objects import condition, pod_is_active, pod_is_ready
 from ..k8s.quantity import memory_bytes
@@ -31,7 +32,7 @@ class Rule:
     name: str
     severity: str
     for_seconds: float
-    evaluate: Callable[["Cluster", dict[str, "AppSpec"]], Iterator[Match]]
+    evaluate: Callable[[Cluster, dict[str, AppSpec]], Iterator[Match]]
     group: str = "sremarathon.rules"  # the rule group /api/v1/rules lists it in
     query: str = ""  # the condition in PromQL over the recorded series
 
@@ -44,7 +45,7 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def high_error_rate(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def high_error_rate(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, app in apps.items():
         for svc in app.services:
             ratio = _mean(cluster.metrics.window(ns, svc, "error_ratio", 4))
@@ -53,7 +54,7 @@ def high_error_rate(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[
                        f"Error ratio of {ns}/{svc} over the last 2m is {ratio:.1%} (threshold 5%).")
 
 
-def latency_slo_burn(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def latency_slo_burn(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, app in apps.items():
         for svc, spec in app.services.items():
             if not spec.slo_p99_ms:
@@ -64,7 +65,7 @@ def latency_slo_burn(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator
                        f"p99 latency of {ns}/{svc} is {p99:.0f}ms, SLO {spec.slo_p99_ms:.0f}ms.")
 
 
-def _app_pods(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[tuple[str, str, dict]]:
+def _app_pods(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[tuple[str, str, dict]]:
     for ns, app in apps.items():
         for pod in cluster.store.list("Pod", ns):
             svc = (pod["metadata"].get("labels") or {}).get("app", "")
@@ -72,7 +73,7 @@ def _app_pods(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[tuple[
                 yield ns, svc, pod
 
 
-def crash_looping(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def crash_looping(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, svc, pod in _app_pods(cluster, apps):
         for cs in pod.get("status", {}).get("containerStatuses") or []:
             waiting = cs.get("state", {}).get("waiting") or {}
@@ -84,7 +85,7 @@ def crash_looping(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Ma
                        f"{waiting['reason']} (restarts: {cs.get('restartCount', 0)}).")
 
 
-def oom_killed(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def oom_killed(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, svc, pod in _app_pods(cluster, apps):
         for cs in pod.get("status", {}).get("containerStatuses") or []:
             term = (cs.get("lastState") or {}).get("terminated") or {}
@@ -94,7 +95,7 @@ def oom_killed(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match
                        f"The container restarted {cs.get('restartCount')} time(s); last exit: OOMKilled.")
 
 
-def pods_not_ready(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def pods_not_ready(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, svc, pod in _app_pods(cluster, apps):
         if pod["spec"].get("nodeName") and pod_is_active(pod) and not pod_is_ready(pod):
             yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
@@ -102,7 +103,7 @@ def pods_not_ready(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[M
                    f"Pod {pod['metadata']['name']} on {pod['spec']['nodeName']} is not ready.")
 
 
-def pods_pending(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def pods_pending(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns, svc, pod in _app_pods(cluster, apps):
         if not pod["spec"].get("nodeName") and pod_is_active(pod):
             yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
@@ -110,8 +111,8 @@ def pods_pending(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Mat
                    (condition(pod, "PodScheduled") or {}).get("message", "Pod is pending."))
 
 
-def replicas_mismatch(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
-    for ns, app in apps.items():
+def replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    for ns in apps:
         for d in cluster.store.list("Deployment", ns):
             want = int(d["spec"].get("replicas", 1))
             have = int(d.get("status", {}).get("availableReplicas", 0))
@@ -121,7 +122,7 @@ def replicas_mismatch(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterato
                        "Deployment has not matched the expected number of replicas for longer than 10 minutes.")
 
 
-def rollout_stuck(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def rollout_stuck(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns in apps:
         for d in cluster.store.list("Deployment", ns):
             c = condition(d, "Progressing")
@@ -131,7 +132,7 @@ def rollout_stuck(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Ma
                        c.get("message", "progress deadline exceeded"))
 
 
-def memory_near_limit(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def memory_near_limit(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for c in cluster.kubelet.containers.values():
         if c.namespace not in apps or c.state != "running":
             continue
@@ -146,7 +147,7 @@ def memory_near_limit(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterato
                    f"Working set {used // 2**20}Mi of {limit // 2**20}Mi.")
 
 
-def node_not_ready(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def node_not_ready(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for node in cluster.store.list("Node"):
         c = condition(node, "Ready")
         if c and c["status"] != "True":
@@ -156,7 +157,7 @@ def node_not_ready(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[M
                    f"{node['metadata']['name']} has been unready for more than 2 minutes ({c.get('reason', '')}).")
 
 
-def node_cpu_saturation(cluster: "Cluster", apps: dict[str, "AppSpec"]) -> Iterator[Match]:
+def node_cpu_saturation(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for node in cluster.store.list("Node"):
         name = node["metadata"]["name"]
         if not cluster.network.node_up.get(name, False):
