@@ -254,6 +254,9 @@ class Marathon:
         targets = {"service": [f"{ns}/{s}" for ns, a in sorted(self.apps.items()) for s in a.services],
                    "node": [n for n, _ in self.cluster.topology.node_names()]}
         self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(spec.alerts.noise, rng, targets))
+        rules = getattr(self.backend, "rules", None)  # the monitoring namespace's Prometheus shows them
+        if rules is not None:
+            rules.source = self.alerts
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
@@ -263,8 +266,10 @@ class Marathon:
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         self.pipelines.attach_workspace(self.workspace)  # <workspace>/<app>: a checkout to commit to
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
+        urls = dict(getattr(self.backend, "urls", None) or {})  # the monitoring services' direct URLs
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
-                              cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
+                              cadence_seconds=spec.cadence, server=self.server.url, token=agent_token,
+                              prometheus_url=urls.get("prometheus"))
         # Every app's change catalogue beside the scenario's: it tells faulty changes from benign.
         # The package's own (built-in) catalogues too, wherever the package is installed (site-
         # packages, a checkout): a scenario running copies of the apps has the same changes there.

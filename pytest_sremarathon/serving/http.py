@@ -32,6 +32,8 @@ class Request:
     body: Any
     actor: str
     headers: dict[str, str] = field(default_factory=dict)
+    raw_query: str = ""  # the query string as sent (repeated parameters: Prometheus's match[])
+    raw_body: bytes = b""  # the body as sent (a form-encoded one is not JSON: ``body`` is None then)
 
 
 @dataclass
@@ -42,3 +44,9 @@ class Response:
 
 
 ExtensionHandler = Callable[[Request], Response]
+
+#: The API server's service proxy (``/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/…``):
+#: called with the namespace, the Service's name, its port (as the path names it: a number, a
+#: port name or "") and the request, whose ``path`` is the path inside the service; None when
+#: nothing answers for that Service (the server then says so, as Kubernetes does).
+ServiceProxy = Callable[[str, str, str, Request], Optional[Response]]

@@ -32,6 +32,11 @@ INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
+# A request type whose outcome is uncertain (some of its requests fail, not all) gets at least
+# this many samples a tick, so the scrape's counts (counts.py) estimate its failure share from
+# enough handler runs; OUTCOME_DECAY is the weight of the newest tick in that judgement.
+UNCERTAIN_SAMPLES = 4
+OUTCOME_DECAY = 0.3
 MAX_TRACEBACKS_PER_TICK = 3
 
 
@@ -134,6 +139,10 @@ class TrafficEngine:
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
+        # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
+        # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
+        self.samples: list[tuple[str, str, str, Any, str, str, float, float]] = []
+        self._failing: dict[tuple[str, str], float] = {}  # (app, request type) -> recent failed share
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -202,13 +211,18 @@ class TrafficEngine:
         """Send one tick's sampled requests into every app; returns per-service stats."""
         self._pod_work.clear()
         self._pod_requests.clear()
+        self.samples = []
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
             for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
+                failing = self._failing.get((ns, mix.endpoint), 0.0)
+                if 0.02 < failing < 0.98:
+                    n = max(n, UNCERTAIN_SAMPLES)
                 self._weight = rps * share * dt / n
+                failed = 0
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -217,7 +231,9 @@ class TrafficEngine:
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError:
-                        pass
+                        failed += 1
+                if failed or failing:
+                    self._failing[(ns, mix.endpoint)] = failing + OUTCOME_DECAY * (failed / n - failing)
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
@@ -296,22 +312,26 @@ class TrafficEngine:
         if not ep.port_ok:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)  # same zone first
+        pool = ep.by_zone.get(ctx.zone) or candidates  # same zone first
+        target = self._rng.choice(pool)
         hop = network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
@@ -323,6 +343,7 @@ class TrafficEngine:
             self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -354,8 +375,10 @@ class TrafficEngine:
             stats = ep.stats
             stats.requests += weight
             stats.latencies.append((latency, weight))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "200", latency, weight))
         else:
             self._record(ns, service, latency, failed=True, origin=error.origin)
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, str(error.status), latency, weight))
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
