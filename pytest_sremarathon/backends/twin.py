@@ -13,6 +13,7 @@ from ..clock import VirtualClock
 from ..cluster import Topology
 from ..k8s.store import Store
 from ..pipeline.service import Pipelines
+from ..policy import MutationRequest
 from ..runtime.code import ArtifactStore
 from ..scenario import Scenario
 from ..serving.http import Admission
@@ -35,8 +36,12 @@ class TwinBackend:
         self.pipelines = Pipelines(list(scenario.apps), self.cluster, private_dir / "repos", clock, emit)
         for app in scenario.apps:
             self.pipelines.deploy(app.namespace, "HEAD", "orchestrator")
+        # A debug pod's main process shows the agent what the policy lets it read of Secrets.
+        self.cluster.runtime.agent_secrets = lambda ns, name: admission.decide(MutationRequest(
+            actor="agent", channel="kube", verb="get", resource="secrets", namespace=ns, name=name, app=ns)).allowed
         self.server = ApiServer(self.store, tokens=tokens, admission=admission, telemetry=self.cluster,
-                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission)})
+                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission)},
+                                runtime=self.cluster.runtime)
         self.server.start()
 
     def tick(self, dt: float, rng: random.Random) -> None:

@@ -83,10 +83,10 @@ class StreamIn:
         self._s = stream
 
     def read(self, n: int = -1) -> bytes:
-        return bytes(self._s.read(n))
+        return bytes(getattr(self._s, "read")(n))  # noqa: B009 - any object with read()
 
     def readline(self) -> bytes:
-        return bytes(self._s.readline())
+        return bytes(getattr(self._s, "readline")())  # noqa: B009 - any object with readline()
 
 
 class BufOut:
