@@ -163,6 +163,8 @@ class StaticContainer:
     dns_down: bool = False
     http_handler: Callable[[HttpRequest], HttpResponse] = _no_http
     connect_handler: Callable[[str, int, Optional[float]], float] = _no_connect
+    workdir: str = "/"
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def now(self) -> datetime:
         return self.time

@@ -366,7 +366,7 @@ def volume_files(store: Store, pod: dict[str, Any], spec: dict[str, Any],
 
     for mount in spec.get("volumeMounts") or []:
         vol = volumes.get(mount.get("name"))
-        path = posixpath.normpath("/" + str(mount.get("mountPath") or "/"))
+        path = _abs(str(mount.get("mountPath") or "/"))
         if vol is None:
             continue
         entries = content(vol)
@@ -378,13 +378,18 @@ def volume_files(store: Store, pod: dict[str, Any], spec: dict[str, Any],
             entries = {k[len(sub) + 1:]: v for k, v in entries.items() if k.startswith(sub + "/")}
         dirs.add(path)
         for rel, data in entries.items():
-            files[posixpath.normpath(f"{path}/{rel}")] = data
+            files[_abs(f"{path}/{rel}")] = data
     automount = (pod.get("spec") or {}).get("automountServiceAccountToken")
     if automount is not False and not any(m.get("mountPath", "").rstrip("/") == SA_DIR
                                           for m in spec.get("volumeMounts") or []):
         files[f"{SA_DIR}/namespace"] = FileData(ns.encode())
         files[f"{SA_DIR}/token"] = FileData(_token(pod))
     return files, dirs
+
+
+def _abs(path: str) -> str:
+    """``path`` made absolute and normal (``normpath`` keeps a leading ``//``)."""
+    return posixpath.normpath("/" + path.lstrip("/"))
 
 
 def etc_hosts(pod: dict[str, Any]) -> bytes:
@@ -742,7 +747,7 @@ class Runtime:
         files["/etc/hostname"] = (hostname_of(pod) + "\n").encode()
         files["/etc/hosts"] = etc_hosts(pod)
         files["/etc/resolv.conf"] = resolv_conf(ns)
-        files[str(spec.get("terminationMessagePath") or "/dev/termination-log")] = b""
+        files[_abs(str(spec.get("terminationMessagePath") or "/dev/termination-log"))] = b""
         mounted, dirs = volume_files(self.store, pod, spec, allocatable)
         for path, fd in mounted.items():
             files[path] = fd.data if fd.secret is None or secret_visible(fd.secret) else (REDACTED + "\n").encode()
