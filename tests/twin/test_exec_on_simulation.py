@@ -6,6 +6,7 @@ apps' real handlers answer, partitions, DNS outages and added latency apply."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pty
@@ -13,6 +14,7 @@ import random
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -404,3 +406,46 @@ def test_python_client_stream(sim: Sim) -> None:
     resp.write_stdin("exit 7\n")
     resp.run_forever(timeout=20)
     assert seen == f"{cart}\n" and resp.returncode == 7
+
+
+KR8S_SCRIPT = """
+import json, sys
+import kr8s
+api = kr8s.api(kubeconfig=sys.argv[1])
+pod = kr8s.objects.Pod.get(sys.argv[2], namespace="shop", api=api)
+out = []
+for cmd in (["sh", "-c", "echo out; echo err >&2; exit 3"], ["printenv", "REQUEST_TIMEOUT_MS"]):
+    ex = pod.exec(cmd, check=False)
+    out.append([ex.returncode, ex.stdout.decode(), ex.stderr.decode()])
+print(json.dumps(out))
+"""
+
+
+def test_kr8s_pod_exec(sim: Sim, tmp_path: Path) -> None:
+    """kr8s (v4.channel.k8s.io through httpx-ws), when importable or in ``SREMARATHON_KR8S_PATH``
+    (a ``pip install --target`` of it, run in a process of its own, as tests/exec/test_kr8s.py)."""
+    path = os.environ.get("SREMARATHON_KR8S_PATH", "")
+    if not path:
+        if importlib.util.find_spec("kr8s") is None:
+            pytest.skip("kr8s is not installed (set SREMARATHON_KR8S_PATH to a pip --target directory of it)")
+        path = os.pathsep.join(p for p in sys.path if p)
+    cart = sim.pods("cart")[0]["metadata"]["name"]
+    r = subprocess.run([sys.executable, "-c", KR8S_SCRIPT, str(sim.agent_kubeconfig), cart], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [[3, "out\n", "err\n"], [0, "300\n", ""]]
+
+
+@pytest.mark.parametrize("version", ["1.30", "1.31", "1.33"])
+def test_other_kubectl_versions(sim: Sim, kc: Kubectl, version: str) -> None:
+    assert KUBECTL is not None
+    binary = Path(os.path.realpath(KUBECTL)).parent / f"kubectl.{version}"
+    if not binary.exists():
+        pytest.skip(f"no kubectl.{version} on this machine")
+    other = Kubectl(str(binary), sim.agent_kubeconfig, kc.cache_dir.parent / f"cache-{version}")
+    cart = sim.pods("cart")[0]["metadata"]["name"]
+    r = other.run("exec", "-n", "shop", cart, "--", "sh", "-c", "hostname; exit 2", check=False)
+    assert (r.returncode, r.stdout) == (2, f"{cart}\n")
+    r = other.run("run", f"v{version.replace('.', '')}", "--rm", "-i", "--restart=Never", "--image=busybox", "--",
+                  "wget", "-qO-", "http://cart.shop:8080/healthz")
+    assert r.stdout.startswith("ok")
