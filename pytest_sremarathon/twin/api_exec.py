@@ -148,21 +148,21 @@ class PodExec:
         def secret_visible(secret: str) -> bool:
             return visible.get(secret, False)
 
+        try:
+            negotiate(ctx.headers, ctx.method)
+        except HandshakeError as e:
+            self._record(req, decision, e.code)
+            raise ApiError(e.code, e.reason, e.message) from None
         failure: Optional[ExecFailure] = None
         run: Optional[RunFn] = None
         command = list(options.command)
-        try:
+        try:  # the container as it is now; what it cannot do is said after the upgrade
             if sub == "exec":
                 run = shell_runner(self.runtime.exec_view(ns, name, container, secret_visible), options)
             else:
                 run, command = self.runtime.attach(ns, name, container, options, secret_visible)
         except ExecFailure as e:
             failure = e
-        try:
-            negotiate(ctx.headers, ctx.method)
-        except HandshakeError as e:
-            self._record(req, decision, e.code)
-            raise ApiError(e.code, e.reason, e.message) from None
         action = self._record_action(req, decision, 101)
 
         def session(stdin: InputStream, stdout: OutputStream, stderr: OutputStream) -> int:

@@ -34,7 +34,6 @@ import math
 import posixpath
 import random
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -489,6 +488,21 @@ class _Tee:
         return self.inner.write(data) if self.inner is not None else len(data)
 
 
+class _Attached:
+    """The ``run`` of an attach (:meth:`Runtime.attach`); ``exit_code`` is the main process's once
+    it ended (None: nothing ran)."""
+
+    def __init__(self, runtime: Runtime, pod: dict[str, Any], c: Container, tty: bool, claim: bool) -> None:
+        self.runtime, self.pod, self.c, self.tty, self.claim = runtime, pod, c, tty, claim
+        self.exit_code: Optional[int] = None
+
+    def __call__(self, stdin: InputStream, stdout: OutputStream, stderr: OutputStream) -> int:
+        if self.claim:
+            self.exit_code = self.runtime._run_main(self.pod, self.c, stdin, stdout, stderr, tty=self.tty,
+                                                    now=self.runtime.store.clock(), attached=True)
+        return 0  # the attach's Status: Success (the kubelet's attach reports no exit code)
+
+
 # -- the view an exec runs in ---------------------------------------------------------------------
 
 @dataclass
@@ -557,7 +571,6 @@ class Runtime:
         self.scheduler = scheduler
         self.artifacts = artifacts
         self.agent_secrets: Callable[[str, str], bool] = lambda _ns, _name: True
-        self._attach_lock = threading.Lock()
 
     # -- images --------------------------------------------------------------------------------
     def image_of(self, c: Optional[Container], ref: str) -> Image:
@@ -636,7 +649,6 @@ class Runtime:
         except ExecFailure as e:  # the program is not in the image: the runtime cannot start it
             out.write(f"{e}\n")
             code, seconds, stopped = 128, 0.0, False
-            c.reason = "StartError"
         with self.store.lock:
             if c.main is not main:
                 return code  # the pod went away (or restarted) meanwhile
@@ -699,25 +711,21 @@ class Runtime:
         other process goes on without showing anything new (its output is in its log). An
         attach ends in ``Success`` whatever the process's exit code, as the kubelet's does: the
         code is the container's (its terminated state), which ``kubectl run`` reads from the pod.
-        The run's ``exit_code`` attribute holds it afterwards."""
+        The run's ``exit_code`` attribute holds it afterwards. The process shows the Secrets the
+        agent may read (``agent_secrets``), whoever attaches: its output is in the pod's log."""
         with self.store.lock:
             pod, c = self.running(namespace, name, container)
             main = c.main
-            argv = list(main.argv) if main is not None else list(images.runtime_image(a).entrypoint if (
-                a := self.artifacts.by_image(c.image)) else [c.name])
+            if main is not None:
+                argv = list(main.argv)
+            else:
+                artifact = self.artifacts.by_image(c.image)
+                argv = (list(images.runtime_image(artifact).entrypoint) if artifact is not None
+                        else images.datastore_process(c.image).split())
             claim = main is not None and main.state == "waiting" and options.stdin
-            if claim:
-                assert main is not None
+            if main is not None and claim:
                 main.state, main.stdin_used = "attached", True
-
-        def run(stdin: InputStream, stdout: OutputStream, stderr: OutputStream) -> int:
-            if claim:
-                run.exit_code = self._run_main(pod, c, stdin, stdout, stderr, tty=options.tty,  # type: ignore[attr-defined]
-                                               now=self.store.clock(), attached=True)
-            return 0
-
-        run.exit_code = None  # type: ignore[attr-defined]
-        return run, argv
+        return _Attached(self, pod, c, options.tty, claim), argv
 
     # -- the view ----------------------------------------------------------------------------------
     def _spec_of(self, c: Container) -> Optional[dict[str, Any]]:

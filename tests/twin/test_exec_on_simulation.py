@@ -234,6 +234,24 @@ def test_exit_codes_and_errors_reach_kubectl(sim: Sim, kc: Kubectl) -> None:
     assert r.returncode == 1 and f"container sidecar is not valid for pod {cart}" in r.stderr
 
 
+def test_what_the_container_cannot_do_comes_after_the_upgrade(sim: Sim, kc: Kubectl) -> None:
+    kc("run", "crashing", "--image=busybox", "--", "sh", "-c", "exit 1")  # restartPolicy Always
+    waiting = sim.pod("crashing")["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "CrashLoopBackOff"
+    r = kc.run("exec", "crashing", "--", "true", check=False)
+    assert r.returncode == 1 and r.stderr == ('error: Internal error occurred: unable to upgrade connection: '
+                                              'container not found ("crashing")\n')
+    debug_pod(kc, "lonely")
+    node = sim.pod("lonely")["spec"]["nodeName"]
+    sim.network.node_up[node] = False
+    try:
+        r = kc.run("exec", "lonely", "--", "true", check=False)
+        assert r.returncode == 1 and "error dialing backend: dial tcp 172.18." in r.stderr and ":10250: i/o timeout" \
+            in r.stderr
+    finally:
+        sim.network.node_up[node] = True
+
+
 def test_interactive_tty(sim: Sim, kc: Kubectl) -> None:
     cart = sim.pods("cart")[0]["metadata"]["name"]
     code, seen = kc.tty("exec", "-it", "-n", "shop", cart, "--", "sh", steps=[
