@@ -83,10 +83,10 @@ class StreamIn:
         self._s = stream
 
     def read(self, n: int = -1) -> bytes:
-        return bytes(getattr(self._s, "read")(n))  # noqa: B009 - any object with read()
+        return bytes(self._s.read(n))
 
     def readline(self) -> bytes:
-        return bytes(getattr(self._s, "readline")())  # noqa: B009 - any object with readline()
+        return bytes(self._s.readline())
 
 
 class BufOut:
