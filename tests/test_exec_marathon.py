@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_marathon import run_json
+from support.cli import run_json
 
 from pytest_sremarathon.bundle import open_bundle, verify
 from pytest_sremarathon.scoring import score_bundle

@@ -4,7 +4,7 @@ the runaway guard), and the view's ``aliases`` (an image's bash played by the sh
 from __future__ import annotations
 
 import pytest
-from exec_fixtures import make_container
+from support.exec_fixtures import make_container
 
 from pytest_sremarathon.exec import ExecNotFound, run_process
 from pytest_sremarathon.exec.shell import BufIn, BufOut

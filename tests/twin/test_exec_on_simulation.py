@@ -10,58 +10,36 @@ import importlib.util
 import json
 import os
 import pty
-import random
 import select
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from admission import RecordingAdmission
+from support.admission import RecordingAdmission
+from support.kubectl import Kubectl, find_kubectl, kubectl_for
+from support.twins import BackendTwin
 
-from pytest_sremarathon.backends.twin import TwinBackend
 from pytest_sremarathon.builtin import SCENARIOS_DIR
-from pytest_sremarathon.clock import VirtualClock
 from pytest_sremarathon.policy import Policy
 from pytest_sremarathon.scenario import load_scenario
 from pytest_sremarathon.twin.containers import REDACTED
 
 AGENT = "exec-agent-token"
 OPERATOR = "exec-operator-token"
-KUBECTL = shutil.which("kubectl")
+KUBECTL = find_kubectl()
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
 
-@dataclass
-class Kubectl:
-    binary: str
-    kubeconfig: Path
-    cache_dir: Path
-
-    def run(self, *args: str, input: Optional[str] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-        proc = subprocess.run([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
-                               *args], input=input if input is not None else "", capture_output=True, text=True,
-                              timeout=90, env={**env, "HOME": str(self.cache_dir)})
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def __call__(self, *args: str, input: Optional[str] = None) -> str:
-        return self.run(*args, input=input).stdout
-
+class TtyKubectl(Kubectl):
     def tty(self, *args: str, steps: list[tuple[bytes, Optional[bytes]]], timeout: float = 20) -> tuple[int, bytes]:
         """Run kubectl on a pseudo-terminal: wait for each token, then type its keys."""
         master, slave = pty.openpty()
-        proc = subprocess.Popen([self.binary, "--kubeconfig", str(self.kubeconfig), "--cache-dir", str(self.cache_dir),
-                                 *args], stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                                env={**os.environ, "HOME": str(self.cache_dir)})
+        proc = subprocess.Popen(self.argv(*args), stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                env=self.environ())
         os.close(slave)
         seen = b""
 
@@ -95,42 +73,33 @@ class Kubectl:
         return code, seen
 
 
-class Sim:
-    """The default scenario's apps on the twin, three virtual minutes in."""
+class Sim(BackendTwin):
+    """The smoke scenario's apps on the twin backend, three virtual minutes in, with an agent's
+    and an operator's kubeconfig."""
 
     def __init__(self, tmp: Path) -> None:
-        self.clock = VirtualClock()
-        self.admission = RecordingAdmission()
-        scenario = load_scenario(SCENARIOS_DIR / "smoke.yaml")
-        self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
-                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={AGENT: "agent",
-                                                                                        OPERATOR: "operator"})
+        super().__init__(load_scenario(SCENARIOS_DIR / "smoke.yaml"), tmp, admission=RecordingAdmission(),
+                         tokens={AGENT: "agent", OPERATOR: "operator"})
         self.agent_kubeconfig = self.backend.server.write_kubeconfig(tmp / "agent.kubeconfig", AGENT)
         self.operator_kubeconfig = self.backend.server.write_kubeconfig(tmp / "operator.kubeconfig", OPERATOR)
-        self.network = self.backend.cluster.network
+        self.network = self.cluster.network
         self.run(180)
 
-    def run(self, seconds: float) -> None:
-        for _ in range(int(seconds / 30)):
-            self.clock.advance(30)
-            self.backend.tick(30, random.Random(self.clock.now.isoformat()))
-
-    def pods(self, app: str, ns: str = "shop") -> list[dict[str, Any]]:
-        return [p for p in self.backend.store.list("Pod", ns) if p["metadata"]["labels"].get("app") == app
-                and p["status"].get("phase") == "Running"]
+    def running(self, app: str, ns: str = "shop") -> list[dict[str, Any]]:
+        return [p for p in self.pods(app, ns) if p["status"].get("phase") == "Running"]
 
     def pod(self, name: str, ns: str = "default") -> dict[str, Any]:
-        pod = self.backend.store.get("Pod", ns, name)
+        pod = self.store.get("Pod", ns, name)
         assert pod is not None, f"no pod {ns}/{name}"
         return pod
 
     def cluster_ip(self, service: str, ns: str = "shop") -> str:
-        svc = self.backend.store.get("Service", ns, service)
+        svc = self.store.get("Service", ns, service)
         assert svc is not None
         return str(svc["spec"]["clusterIP"])
 
     def gone(self, name: str, ns: str = "default") -> bool:
-        return self.backend.store.get("Pod", ns, name) is None
+        return self.store.get("Pod", ns, name) is None
 
     def zone_of(self, pod: dict[str, Any]) -> str:
         return self.network.node_zone[pod["spec"]["nodeName"]]
@@ -143,18 +112,18 @@ class Sim:
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     s = Sim(tmp_path_factory.mktemp("exec-sim"))
     yield s
-    s.backend.close()
+    s.close()
 
 
 @pytest.fixture(scope="module")
-def kc(sim: Sim, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+def kc(sim: Sim, tmp_path_factory: pytest.TempPathFactory) -> TtyKubectl:
     assert KUBECTL is not None
-    return Kubectl(KUBECTL, sim.agent_kubeconfig, tmp_path_factory.mktemp("kube-cache"))
+    return TtyKubectl(KUBECTL, sim.agent_kubeconfig, tmp_path_factory.mktemp("kube-cache"))
 
 
 @pytest.fixture(scope="module")
-def operator(sim: Sim, kc: Kubectl) -> Kubectl:
-    return Kubectl(kc.binary, sim.operator_kubeconfig, kc.cache_dir)
+def operator(sim: Sim, kc: TtyKubectl) -> TtyKubectl:
+    return TtyKubectl(kc.binary, sim.operator_kubeconfig, kc.cache_dir)
 
 
 def debug_pod(kc: Kubectl, name: str, image: str = "busybox", **spec: Any) -> None:
@@ -166,9 +135,9 @@ def debug_pod(kc: Kubectl, name: str, image: str = "busybox", **spec: Any) -> No
 
 # -- the container an exec runs in -----------------------------------------------------------------
 
-def test_env_is_the_manifests_and_configmaps_with_secrets_redacted_for_the_agent(sim: Sim, kc: Kubectl,
-                                                                                  operator: Kubectl) -> None:
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+def test_env_is_the_manifests_and_configmaps_with_secrets_redacted_for_the_agent(sim: Sim, kc: TtyKubectl,
+                                                                                  operator: TtyKubectl) -> None:
+    cart = sim.running("cart")[0]["metadata"]["name"]
     out = kc("exec", "-n", "shop", cart, "--", "sh", "-c", "env | grep -E '^(CART|REQUEST|LOG|HOSTNAME|HOME|PATH)'")
     lines = out.splitlines()
     assert "CART_CACHE_ADDR=cart-cache" in lines and "REQUEST_TIMEOUT_MS=300" in lines  # envFrom: cart-config
@@ -184,7 +153,7 @@ def test_env_is_the_manifests_and_configmaps_with_secrets_redacted_for_the_agent
     assert kc("exec", "-n", "shop", "deploy/cart", "--", "printenv", "LOG_LEVEL") == "info\n"
 
 
-def test_files_configmap_and_secret_volumes_and_the_image(sim: Sim, kc: Kubectl, operator: Kubectl) -> None:
+def test_files_configmap_and_secret_volumes_and_the_image(sim: Sim, kc: TtyKubectl, operator: TtyKubectl) -> None:
     kc("create", "configmap", "dbg-config", "--from-literal=app.yaml=port: 8080\nlog_level: debug\n",
        "--from-literal=FEATURE=on")
     operator("create", "secret", "generic", "dbg-secret", "--from-literal=password=hunter2")
@@ -213,7 +182,7 @@ def test_files_configmap_and_secret_volumes_and_the_image(sim: Sim, kc: Kubectl,
     ps = kc("exec", "files", "--", "ps").splitlines()
     assert ps[0].split() == ["PID", "USER", "TIME", "COMMAND"] and ps[1].split()[-2:] == ["sleep", "infinity"]
     # the app's image: python:3.11-slim with its artifact at /app, no ps, no wget
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+    cart = sim.running("cart")[0]["metadata"]["name"]
     assert "cart.py\nlib.py\n" == kc("exec", "-n", "shop", cart, "--", "ls", "/app/services")
     assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in kc("exec", "-n", "shop", cart, "--", "cat",
                                                                   "/etc/os-release")
@@ -222,8 +191,8 @@ def test_files_configmap_and_secret_volumes_and_the_image(sim: Sim, kc: Kubectl,
     assert missing.returncode == 1 and 'exec: "wget": executable file not found in $PATH' in missing.stderr
 
 
-def test_exit_codes_and_errors_reach_kubectl(sim: Sim, kc: Kubectl) -> None:
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+def test_exit_codes_and_errors_reach_kubectl(sim: Sim, kc: TtyKubectl) -> None:
+    cart = sim.running("cart")[0]["metadata"]["name"]
     r = kc.run("exec", "-n", "shop", cart, "--", "sh", "-c", "echo out; echo err >&2; exit 3", check=False)
     assert (r.returncode, r.stdout, r.stderr) == (3, "out\n", "err\ncommand terminated with exit code 3\n")
     r = kc.run("exec", "-n", "shop", cart, "--", "sh", "-c", "nosuch", check=False)
@@ -234,7 +203,7 @@ def test_exit_codes_and_errors_reach_kubectl(sim: Sim, kc: Kubectl) -> None:
     assert r.returncode == 1 and f"container sidecar is not valid for pod {cart}" in r.stderr
 
 
-def test_what_the_container_cannot_do_comes_after_the_upgrade(sim: Sim, kc: Kubectl) -> None:
+def test_what_the_container_cannot_do_comes_after_the_upgrade(sim: Sim, kc: TtyKubectl) -> None:
     kc("run", "crashing", "--image=busybox", "--", "sh", "-c", "exit 1")  # restartPolicy Always
     waiting = sim.pod("crashing")["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "CrashLoopBackOff"
@@ -252,8 +221,8 @@ def test_what_the_container_cannot_do_comes_after_the_upgrade(sim: Sim, kc: Kube
         sim.network.node_up[node] = True
 
 
-def test_interactive_tty(sim: Sim, kc: Kubectl) -> None:
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+def test_interactive_tty(sim: Sim, kc: TtyKubectl) -> None:
+    cart = sim.running("cart")[0]["metadata"]["name"]
     code, seen = kc.tty("exec", "-it", "-n", "shop", cart, "--", "sh", steps=[
         (b"/app $ ", b"echo hi $((2*3))\r"), (b"hi 6", b"printenv LOG_LEVEL\r"), (b"info", b"exit 4\r"),
         (b"exit code 4", None)])
@@ -262,7 +231,7 @@ def test_interactive_tty(sim: Sim, kc: Kubectl) -> None:
 
 # -- the network -------------------------------------------------------------------------------------
 
-def test_wget_and_curl_reach_the_real_handlers(sim: Sim, kc: Kubectl) -> None:
+def test_wget_and_curl_reach_the_real_handlers(sim: Sim, kc: TtyKubectl) -> None:
     debug_pod(kc, "net", image="nicolaka/netshoot")
     assert kc("exec", "net", "--", "wget", "-qO-", "http://cart.shop:8080/healthz") == "ok"
     about = json.loads(kc("exec", "net", "--", "wget", "-qO-", "http://cart.shop.svc.cluster.local:8080/"))
@@ -284,10 +253,10 @@ def test_wget_and_curl_reach_the_real_handlers(sim: Sim, kc: Kubectl) -> None:
     assert out.splitlines() == ["0", "1", f"{ip}      cart.shop", "1", "28"]
 
 
-def test_partitions_dns_outages_and_latency_apply(sim: Sim, kc: Kubectl) -> None:
+def test_partitions_dns_outages_and_latency_apply(sim: Sim, kc: TtyKubectl) -> None:
     debug_pod(kc, "probe")
     here = sim.zone_of(sim.pod("probe"))
-    there = next(p for p in sim.pods("cart") if sim.zone_of(p) != here)
+    there = next(p for p in sim.running("cart") if sim.zone_of(p) != here)
     url = f"http://{there['status']['podIP']}:8080/healthz"
     assert kc("exec", "probe", "--", "wget", "-qO-", url) == "ok"
     sim.network.partitions.add(frozenset((here, sim.zone_of(there))))
@@ -315,7 +284,7 @@ def test_partitions_dns_outages_and_latency_apply(sim: Sim, kc: Kubectl) -> None
 
 # -- debug pods of utility images ----------------------------------------------------------------------
 
-def test_kubectl_run_rm_i_busybox_prints_the_answer_and_the_pod_goes(sim: Sim, kc: Kubectl) -> None:
+def test_kubectl_run_rm_i_busybox_prints_the_answer_and_the_pod_goes(sim: Sim, kc: TtyKubectl) -> None:
     r = kc.run("run", "tmp", "--rm", "-i", "--restart=Never", "--image=busybox", "--",
                "wget", "-qO-", "http://cart.shop:8080/healthz")
     assert r.returncode == 0 and r.stdout.startswith("ok") and 'pod "tmp" deleted' in r.stdout
@@ -329,14 +298,14 @@ def test_kubectl_run_rm_i_busybox_prints_the_answer_and_the_pod_goes(sim: Sim, k
     assert sim.gone("tmp")
 
 
-def test_kubectl_run_it_gives_a_shell(sim: Sim, kc: Kubectl) -> None:
+def test_kubectl_run_it_gives_a_shell(sim: Sim, kc: TtyKubectl) -> None:
     code, seen = kc.tty("run", "shell", "-it", "--rm", "--restart=Never", "--image=alpine", steps=[
         (b"/ # ", b"wget -qO- http://cart.shop:8080/healthz; echo\r"), (b"ok\r\n", b"exit\r"), (b"deleted", None)])
     assert code == 0 and b"/ # wget -qO- http://cart.shop:8080/healthz; echo\r\nok\r\n" in seen
     assert sim.gone("shell")
 
 
-def test_a_utility_pod_runs_its_command_completes_and_logs(sim: Sim, kc: Kubectl) -> None:
+def test_a_utility_pod_runs_its_command_completes_and_logs(sim: Sim, kc: TtyKubectl) -> None:
     kc("run", "once", "--restart=Never", "--image=busybox", "--", "sh", "-c",
        "echo hello; wget -qO- http://cart.shop:8080/readyz; echo; exit 2")
     pod = sim.pod("once")
@@ -353,7 +322,7 @@ def test_a_utility_pod_runs_its_command_completes_and_logs(sim: Sim, kc: Kubectl
     assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff")
 
 
-def test_nginx_serves_its_default_page(sim: Sim, kc: Kubectl) -> None:
+def test_nginx_serves_its_default_page(sim: Sim, kc: TtyKubectl) -> None:
     kc("run", "web", "--image=nginx", "--port=80", "--expose")
     sim.run(30)  # the Endpoints controller picks the pod up
     debug_pod(kc, "browser", image="curlimages/curl")
@@ -367,7 +336,7 @@ def test_nginx_serves_its_default_page(sim: Sim, kc: Kubectl) -> None:
 
 # -- the policy point ------------------------------------------------------------------------------------
 
-def test_exec_into_a_protected_namespace_is_denied_and_recorded(sim: Sim, kc: Kubectl, operator: Kubectl) -> None:
+def test_exec_into_a_protected_namespace_is_denied_and_recorded(sim: Sim, kc: TtyKubectl, operator: TtyKubectl) -> None:
     operator("run", "sys", "-n", "kube-system", "--image=busybox", "--", "sleep", "3600")
     r = kc.run("exec", "-n", "kube-system", "sys", "--", "cat", "/etc/hostname", check=False)
     assert r.returncode == 1 and "denied by sremarathon policy rule 'protected-namespaces'" in r.stderr
@@ -379,7 +348,7 @@ def test_exec_into_a_protected_namespace_is_denied_and_recorded(sim: Sim, kc: Ku
     saved = sim.admission.policy
     sim.admission.policy = Policy(rules=saved.rules + ("no-exec",))
     try:
-        cart = sim.pods("cart")[0]["metadata"]["name"]
+        cart = sim.running("cart")[0]["metadata"]["name"]
         r = kc.run("exec", "-n", "shop", cart, "--", "true", check=False)
         assert r.returncode == 1 and "denied by sremarathon policy rule 'no-exec'" in r.stderr
     finally:
@@ -391,8 +360,8 @@ def test_exec_into_a_protected_namespace_is_denied_and_recorded(sim: Sim, kc: Ku
     assert (cart, 101) in statuses and (cart, 400) in statuses
 
 
-def test_port_forward_says_what_to_do_instead(sim: Sim, kc: Kubectl) -> None:
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+def test_port_forward_says_what_to_do_instead(sim: Sim, kc: TtyKubectl) -> None:
+    cart = sim.running("cart")[0]["metadata"]["name"]
     r = kc.run("port-forward", "-n", "shop", cart, "18080:8080", check=False)
     assert r.returncode == 1 and "pods/portforward is not supported by the sremarathon twin" in r.stderr
     assert "kubectl run tmp --rm -i --restart=Never --image=busybox" in r.stderr
@@ -405,7 +374,7 @@ def test_python_client_stream(sim: Sim) -> None:
     from kubernetes.stream import stream
 
     api = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.agent_kubeconfig)))
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+    cart = sim.running("cart")[0]["metadata"]["name"]
     resp = stream(api.connect_get_namespaced_pod_exec, cart, "shop", command=["sh", "-c", "echo hi; echo no >&2; exit 5"],
                   stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
     resp.run_forever(timeout=20)
@@ -447,7 +416,7 @@ def test_kr8s_pod_exec(sim: Sim, tmp_path: Path) -> None:
         if importlib.util.find_spec("kr8s") is None:
             pytest.skip("kr8s is not installed (set SREMARATHON_KR8S_PATH to a pip --target directory of it)")
         path = os.pathsep.join(p for p in sys.path if p)
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+    cart = sim.running("cart")[0]["metadata"]["name"]
     r = subprocess.run([sys.executable, "-c", KR8S_SCRIPT, str(sim.agent_kubeconfig), cart], capture_output=True,
                        text=True, timeout=120, env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -455,13 +424,9 @@ def test_kr8s_pod_exec(sim: Sim, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("version", ["1.30", "1.31", "1.33"])
-def test_other_kubectl_versions(sim: Sim, kc: Kubectl, version: str) -> None:
-    assert KUBECTL is not None
-    binary = Path(os.path.realpath(KUBECTL)).parent / f"kubectl.{version}"
-    if not binary.exists():
-        pytest.skip(f"no kubectl.{version} on this machine")
-    other = Kubectl(str(binary), sim.agent_kubeconfig, kc.cache_dir.parent / f"cache-{version}")
-    cart = sim.pods("cart")[0]["metadata"]["name"]
+def test_other_kubectl_versions(sim: Sim, kc: TtyKubectl, version: str) -> None:
+    other = kubectl_for(sim.agent_kubeconfig, kc.cache_dir.parent / f"cache-{version}", version)
+    cart = sim.running("cart")[0]["metadata"]["name"]
     r = other.run("exec", "-n", "shop", cart, "--", "sh", "-c", "hostname; exit 2", check=False)
     assert (r.returncode, r.stdout) == (2, f"{cart}\n")
     r = other.run("run", f"v{version.replace('.', '')}", "--rm", "-i", "--restart=Never", "--image=busybox", "--",
