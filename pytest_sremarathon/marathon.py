@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import secrets
+import shlex
 import shutil
 import tempfile
 import threading
@@ -38,6 +39,7 @@ from .clock import EPOCH, VirtualClock, iso
 from .events import (
     Action,
     Deployed,
+    ExecSession,
     RunEnd,
     RunStart,
     Segment,
@@ -53,7 +55,7 @@ from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
 from .pipeline.builds import BuildTimes
 from .pipeline.service import PipelineError
-from .policy import Decision, MutationRequest, Policy
+from .policy import EXEC_VERBS, Decision, MutationRequest, Policy
 from .provenance import Cause, Provenance
 from .scenario import Scenario
 from .schedule import Schedule, generate
@@ -144,13 +146,26 @@ class _Admission:
         # A pipeline action whose build takes time changes the cluster when its build is done:
         # provenance expects it then (Marathon.emit, on its pipeline.deploy), not now.
         deferred = req.channel == "pipeline" and getattr(m.pipelines, "defers", False)
-        if decision.allowed and status < 400 and m.provenance is not None and not deferred:
+        # An exec changes no object: nothing for provenance to expect. Its record names the
+        # container and the command line.
+        exec_ = req.verb in EXEC_VERBS
+        if decision.allowed and status < 400 and m.provenance is not None and not deferred and not exec_:
             m.provenance.expect(Cause("agent", m.clock.now, action_id), req.target)
+        detail = decision.message or None
+        if exec_ and isinstance(req.body, dict):
+            line = f"container {req.body.get('container') or '?'}: {shlex.join(req.body.get('command') or [])}"
+            detail = f"{detail} ({line})" if detail else line
         m.emit("action", Action(actor="agent", channel="pipeline" if req.channel == "pipeline" else "kube",
                                 id=action_id, verb=req.verb, target=req.target, app=req.app or req.namespace,
-                                allowed=decision.allowed, rule=decision.rule, status=status,
-                                detail=decision.message or None))
+                                allowed=decision.allowed, rule=decision.rule, status=status, detail=detail))
         return action_id
+
+    def record_exec(self, action: Optional[str], req: MutationRequest, outcome: dict[str, Any]) -> None:
+        """The end of an agent's exec or attach session (``serving.http.ExecRecorder``)."""
+        if req.actor != "agent":
+            return
+        self.marathon.emit("agent.exec", ExecSession(action=action, verb="attach" if req.verb == "attach" else "exec",
+                                                     **outcome))
 
 
 class Marathon:

@@ -17,6 +17,7 @@ from ..clock import VirtualClock
 from ..cluster import Topology
 from ..k8s.store import Store
 from ..pipeline.service import Pipelines
+from ..policy import MutationRequest
 from ..runtime.code import ArtifactStore
 from ..scenario import Scenario
 from ..serving.http import Admission
@@ -40,6 +41,9 @@ class TwinBackend:
         self.pipelines = Pipelines(list(scenario.apps), self.cluster, private_dir / "repos", clock, emit)
         for app in scenario.apps:
             self.pipelines.deploy(app.namespace, "HEAD", "orchestrator")
+        # A debug pod's main process shows the agent what the policy lets it read of Secrets.
+        self.cluster.runtime.agent_secrets = lambda ns, name: admission.decide(MutationRequest(
+            actor="agent", channel="kube", verb="get", resource="secrets", namespace=ns, name=name, app=ns)).allowed
         self.rules = DeferredRules()  # the alert rules' state, once the marathon gives its engine
         self.monitoring = Monitoring()
         prometheus, self.prometheus = prometheus_service(
@@ -52,7 +56,7 @@ class TwinBackend:
         self.server = ApiServer(self.store, tokens=tokens, admission=admission, telemetry=self.cluster,
                                 extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission),
                                             **self.monitoring.extensions()},
-                                service_proxy=self.monitoring.service_proxy)
+                                service_proxy=self.monitoring.service_proxy, runtime=self.cluster.runtime)
         self.server.start()
 
     @property

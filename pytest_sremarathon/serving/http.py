@@ -22,6 +22,13 @@ class Admission(Protocol):
         ...
 
 
+class ExecRecorder(Protocol):
+    """What an admission may also offer (the server looks for it with ``getattr``): the outcome
+    of an exec or attach session whose request it recorded as ``action`` (its id, or None)."""
+
+    def record_exec(self, action: Optional[str], req: MutationRequest, outcome: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class Request:
     """What an extension handler sees: the authenticated request, body parsed as JSON."""

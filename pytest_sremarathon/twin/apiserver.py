@@ -14,8 +14,9 @@
   (see :mod:`.tables`; ages against the virtual clock);
 * watch (chunked NDJSON, resumption from a resourceVersion, 410 ``Expired``, BOOKMARKs,
   ``sendInitialEvents=true`` refused with 422 so clients fall back to list+watch);
-* subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log`` and
-  ``pods/eviction`` (``exec``/``attach``/``portforward`` answer 400 with an explanation);
+* subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log``, ``pods/eviction``,
+  and ``pods/exec``/``pods/attach`` over WebSocket into the simulated containers (see
+  :mod:`.api_exec`; ``portforward`` answers 400 with an explanation);
 * extension handlers under path prefixes (``/sremarathon/v1/`` …), behind the same tokens;
 * the service proxy (``/api/v1/namespaces/{ns}/services/[scheme:]{name}[:port]/proxy/…``, any
   method) for the Services a ``service_proxy`` callable answers for (the ``monitoring``
@@ -84,6 +85,7 @@ from .api_common import (
     rfc3339nano,
     truthy,
 )
+from .api_exec import PodExec, PodRuntime
 from .api_writes import ObjectWrites
 
 log = logging.getLogger(__name__)
@@ -102,12 +104,14 @@ class ClusterTelemetry(Protocol):
     def node_usage(self, node: str) -> tuple[int, int]: ...
 
 
-class ApiServer(ObjectWrites, LoopbackServer):
+class ApiServer(PodExec, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
-                 service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+                 service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
+                 runtime: Optional[PodRuntime] = None) -> None:
         super().__init__("apiserver", host, port)
         self.store = store
+        self.runtime = runtime  # the containers exec and attach run in (None: they answer 400)
         self.tokens = dict(tokens)
         self.admission = admission
         self.telemetry = telemetry
@@ -179,7 +183,7 @@ class ApiServer(ObjectWrites, LoopbackServer):
                     return 200, JSON, self._static["/version"]
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             with self.gate(actor, method, path) as held:
-                ctx = Ctx(method, path, query, headers, body, actor, conn, held.release, qs)
+                ctx = Ctx(method, path, query, headers, body, actor, conn, held.release, raw_query=qs)
                 return self._route(ctx)
         except Stream:
             raise
@@ -275,7 +279,9 @@ class ApiServer(ObjectWrites, LoopbackServer):
             if m == "GET":
                 return self._pod_log(ctx, ns or "", name)
             raise method_not_allowed()
-        if sub in ("exec", "attach", "portforward", "proxy") and rt.kind == "Pod":
+        if sub in ("exec", "attach", "portforward") and rt.kind == "Pod":
+            self._pod_stream(ctx, ns or "", name, sub)
+        if sub == "proxy" and rt.kind == "Pod":
             raise bad_request(f"pods/{sub} is not supported by the sremarathon twin: its containers are "
                                f"simulated; use pod logs, events and metrics instead")
         if sub == "eviction" and rt.kind == "Pod":

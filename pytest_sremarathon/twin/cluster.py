@@ -15,6 +15,7 @@ from ..k8s.objects import EventRecorder, pod_is_ready, set_condition
 from ..k8s.store import Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
+from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
 from .kubelet import Kubelet
@@ -49,6 +50,9 @@ class TwinCluster:
         self.traffic.kubelet = self.kubelet
         self.scraper = TwinScraper(self.apps, self.store, self.kubelet, self.network, retention=self.retention)
         self.prometheus = self.scraper.db  # the series the monitoring namespace's Prometheus serves
+        # What kubectl exec and attach run in, and the debug pods of utility images.
+        self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
+        self.kubelet.runtime = self.runtime
         self._ticks = 0
 
     # -- set-up ----------------------------------------------------------------------------
@@ -103,6 +107,8 @@ class TwinCluster:
             obj = apply_defaults(copy.deepcopy(obj))  # what the API server would have stored
             md = obj["metadata"]
             current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
+            if obj["kind"] == "Service":
+                self._cluster_ip(obj, current)
             if current is None:
                 return self.store.create(obj)
             new = copy.deepcopy(current)
@@ -115,6 +121,24 @@ class TwinCluster:
             if obj["kind"] == "Deployment" and "replicas" not in obj.get("spec", {}):
                 new["spec"]["replicas"] = current["spec"].get("replicas", 1)
             return self.store.replace(new, check_rv=False)
+
+    def _cluster_ip(self, svc: dict[str, Any], current: Optional[dict[str, Any]]) -> None:
+        """A ClusterIP Service's address, as the API server allocates it (and keeps it across
+        applies that leave it out): what its DNS name resolves to from the pods."""
+        spec = svc.setdefault("spec", {})
+        if spec.get("type") == "ExternalName" or spec.get("clusterIP") == "None":
+            return
+        if not spec.get("clusterIP"):
+            kept = ((current or {}).get("spec") or {}).get("clusterIP")
+            if kept:
+                spec["clusterIP"] = kept
+            else:
+                used = {(s.get("spec") or {}).get("clusterIP") for s in self.store.list("Service")}
+                i = 11  # 10.96.0.1 is the API server's, 10.96.0.10 the cluster DNS's
+                while f"10.96.{i // 256}.{i % 256}" in used:
+                    i += 1
+                spec["clusterIP"] = f"10.96.{i // 256}.{i % 256}"
+        spec["clusterIPs"] = [spec["clusterIP"]]
 
     # -- time ------------------------------------------------------------------------------
     def rps(self, app: AppSpec) -> float:

@@ -15,7 +15,8 @@ import hashlib
 import json
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
@@ -287,6 +288,64 @@ class TrafficEngine:
         latency += frame.downstream_ms
         self._stack, self._weight = saved_stack, saved_weight
         return Outcome(value=value, error=error, latency_ms=latency)
+
+    # -- requests from inside a container (kubectl exec, debug pods) -------------------------
+    def serve(self, target: Container, endpoint: str, payload: dict, rng: random.Random,
+              now: datetime) -> tuple[int, dict[str, Any], float]:
+        """One request from outside the sampled traffic (a ``curl`` in an exec, a debug pod's
+        ``wget``) into ``target``'s handler for ``endpoint``, answered as the runtime's HTTP
+        server answers it: (status, JSON body, latency in ms). The handler and its downstream
+        calls run as a sampled request's do (faults, partitions, DNS, latency), but nothing is
+        counted in the tick's statistics and the tick's random stream is left alone."""
+        ns, svc = target.namespace, target.service
+        me = self._component(ns, svc)
+        handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
+        if handler is None or target.ctx is None:
+            return 404, {"error": f"no handler for {endpoint!r}", "origin": me}, 0.0
+        frame = _Frame(target)
+        with self._aside(rng, now):
+            self._stack.append(frame)
+            try:
+                result = handler(target.ctx, payload)
+                status, body = 200, (result if isinstance(result, dict) else {"value": result})
+            except ServiceError as exc:
+                status = 404 if exc.status == 404 else 500
+                body = {"error": str(exc), "origin": me if exc.status == 404 else exc.origin}
+                self._log_error(target, endpoint, f"ERROR {endpoint}: upstream call failed: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the service's own bug: a 500 with a traceback
+                status, body = 500, {"error": "Internal Server Error", "origin": me}
+                self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
+                                key=type(exc).__name__)
+        latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms
+        return status, body, latency + self.network.pod_delay_ms.get(target.pod_uid, 0.0)
+
+    def ready(self, target: Container, rng: random.Random, now: datetime) -> tuple[bool, str, float]:
+        """``GET /readyz`` from inside a container: the module's ``ready(ctx)``, kept out of the
+        tick's statistics like :meth:`serve`. (ready, why not, latency in ms)."""
+        fn = getattr(target.module, "ready", None)
+        if not callable(fn) or target.ctx is None:
+            return True, "", 0.0
+        ctx = target.ctx
+        with self._aside(rng, now):
+            outcome = self.invoke(ctx, lambda: fn(ctx), weight=0.0)
+        ok = outcome.error is None and bool(outcome.value)
+        return ok, outcome.error or ("" if ok else "not ready"), outcome.latency_ms
+
+    @contextmanager
+    def _aside(self, rng: random.Random, now: datetime) -> Iterator[None]:
+        """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), fresh
+        per-service statistics (thrown away), its own random stream, its own time."""
+        saved = self._stack, self._weight, self._rng, self._now
+        stats = {key: ep.stats for key, ep in self._endpoints.items()}
+        for ep in self._endpoints.values():
+            ep.stats = ServiceStats()
+        self._stack, self._weight, self._rng, self._now = [_Frame(None)], 0.0, rng, now
+        try:
+            yield
+        finally:
+            self._stack, self._weight, self._rng, self._now = saved
+            for key, ep in self._endpoints.items():
+                ep.stats = stats.get(key, ep.stats)
 
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
