@@ -53,6 +53,7 @@ class TwinBackend:
         self.monitoring.add(prometheus)
         for svc in self.monitoring.services.values():
             self.cluster.apply(svc.service_object())
+        self.cluster.runtime.services = self.monitoring.service_proxy  # `curl prometheus.monitoring:9090` in an exec
         self.server = ApiServer(self.store, tokens=tokens, admission=admission, telemetry=self.cluster,
                                 extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission),
                                             **self.monitoring.extensions()},

@@ -58,9 +58,9 @@ class PodRuntime(Protocol):
     """What the API server asks of the container runtime (``twin/containers.Runtime``)."""
 
     def exec_view(self, namespace: str, name: str, container: str,
-                  secret_visible: Callable[[str], bool]) -> ContainerView:
-        """The view an exec runs in; :class:`ExecFailure` (reported after the upgrade) when the
-        container cannot run one."""
+                  secret_visible: Callable[[str], bool], actor: str = "agent") -> ContainerView:
+        """The view an exec of ``actor`` runs in; :class:`ExecFailure` (reported after the
+        upgrade) when the container cannot run one."""
         ...
 
     def attach(self, namespace: str, name: str, container: str, options: ExecOptions,
@@ -158,7 +158,8 @@ class PodExec:
         command = list(options.command)
         try:  # the container as it is now; what it cannot do is said after the upgrade
             if sub == "exec":
-                run = shell_runner(self.runtime.exec_view(ns, name, container, secret_visible), options)
+                run = shell_runner(self.runtime.exec_view(ns, name, container, secret_visible, actor=ctx.actor),
+                                   options)
             else:
                 run, command = self.runtime.attach(ns, name, container, options, secret_visible)
         except ExecFailure as e:

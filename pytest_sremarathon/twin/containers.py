@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any, Optional
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ..exec import (
     ExecFailure,
@@ -58,6 +58,7 @@ from ..k8s.objects import pod_is_active
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store
 from ..runtime.code import ArtifactStore
+from ..serving.http import Request, ServiceProxy
 from . import images
 from .images import Image
 from .traffic import DNS_TIMEOUT_MS, Network, TrafficEngine
@@ -524,6 +525,7 @@ class TwinContainer:
     commands: Optional[frozenset[str]]
     workdir: str = "/"
     aliases: dict[str, str] = field(default_factory=dict)
+    actor: str = "agent"  # whose exec it is: what a Service answered by ``Runtime.services`` sees
     _requests: int = 0
 
     def now(self) -> datetime:
@@ -571,6 +573,9 @@ class Runtime:
         self.scheduler = scheduler
         self.artifacts = artifacts
         self.agent_secrets: Callable[[str, str], bool] = lambda _ns, _name: True
+        # What answers for Services no pod backs (the monitoring namespace's Prometheus): the
+        # API server's service proxy, set by the backend.
+        self.services: Optional[ServiceProxy] = None
 
     # -- images --------------------------------------------------------------------------------
     def image_of(self, c: Optional[Container], ref: str) -> Image:
@@ -699,10 +704,10 @@ class Runtime:
         return pod, c
 
     def exec_view(self, namespace: str, name: str, container: str,
-                  secret_visible: Callable[[str], bool]) -> TwinContainer:
+                  secret_visible: Callable[[str], bool], actor: str = "agent") -> TwinContainer:
         with self.store.lock:
             pod, c = self.running(namespace, name, container)
-            return self.view(pod, c, secret_visible=secret_visible, container=container)
+            return self.view(pod, c, secret_visible=secret_visible, container=container, actor=actor)
 
     def attach(self, namespace: str, name: str, container: str, options: ExecOptions,
                secret_visible: Callable[[str], bool]) -> tuple[RunFn, list[str]]:
@@ -733,7 +738,7 @@ class Runtime:
         return ((pod or {}).get("spec") or {}).get("containers", [None])[0] if pod else None
 
     def view(self, pod: dict[str, Any], c: Container, *, secret_visible: Callable[[str], bool],
-             container: Optional[str] = None, main: bool = False) -> TwinContainer:
+             container: Optional[str] = None, main: bool = False, actor: str = "agent") -> TwinContainer:
         """The exec view of container ``container`` (default: the first) of ``pod``, whose
         runtime state is ``c``. Call with the store lock held."""
         specs = (pod.get("spec") or {}).get("containers") or []
@@ -783,7 +788,7 @@ class Runtime:
             zone=c.zone, container=c, hostname=hostname_of(pod), env=env, files=files,
             dirs=frozenset(dirs) | frozenset(image.dirs) | {"/proc/1"},
             processes=processes, uid=uid, commands=image.commands, workdir=str(spec.get("workingDir") or image.workdir),
-            aliases=dict(image.aliases))
+            aliases=dict(image.aliases), actor=actor)
 
     def _processes(self, c: Container, image: Image, spec: dict[str, Any], main: bool) -> list[Process]:
         user = next((line.split(":")[0] for line in image.passwd.splitlines()
@@ -902,6 +907,9 @@ class Runtime:
                 c = self.kubelet.containers.get((addr.get("targetRef") or {}).get("uid", ""))
                 if c is not None and c.state == "running":
                     ready.append(c)
+        if not ready and self.services is not None and not (svc.get("spec") or {}).get("selector"):
+            # no pod backs it, something answers for it (the monitoring namespace's Prometheus)
+            return _Dest(None, port, self.network.hop_ms(src.zone, src.zone) / 1000.0, special=f"service:{ns}/{name}")
         if not ready:  # kube-proxy rejects: the Service has no ready endpoints
             raise NetworkError("refused", f"{name} has no endpoints", seconds=0.001)
         ready.sort(key=lambda c: c.pod_name)
@@ -953,6 +961,8 @@ class Runtime:
                              now, dest.seconds)
         if scheme == "https":  # a TLS client hello to a plain-HTTP server
             raise NetworkError("reset", "TLS handshake with a plain-HTTP server", seconds=dest.seconds)
+        if dest.special.startswith("service:"):
+            return self._proxied(src, dest, req, u.path or "/", u.query, now)
         c = dest.container
         assert c is not None
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
@@ -961,6 +971,33 @@ class Runtime:
         if self._is_datastore(c):
             raise NetworkError("reset", "the datastore does not speak HTTP", seconds=dest.seconds)
         return self._app(c, req, path, now, dest.seconds, rng)
+
+    def _proxied(self, src: TwinContainer, dest: _Dest, req: HttpRequest, path: str, query: str,
+                 now: datetime) -> HttpResponse:
+        """A Service no pod backs, answered by :attr:`services` as the API server's service proxy
+        answers it (the exec's actor is the caller: the monitoring services' policy applies)."""
+        assert self.services is not None
+        ns, name = dest.special[len("service:"):].split("/", 1)
+        headers = {k.lower(): v for k, v in req.headers}
+        body: Any = None
+        if req.body and not headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            try:
+                body = json.loads(req.body)
+            except ValueError:
+                body = None
+        resp = self.services(ns, name, str(dest.port), Request(req.method.upper(), path,
+                                                               dict(parse_qsl(query, keep_blank_values=True)), body,
+                                                               src.actor, headers, raw_query=query, raw_body=req.body))
+        if resp is None:
+            raise NetworkError("refused", f"nothing answers for {ns}/{name}:{dest.port}", seconds=dest.seconds)
+        if isinstance(resp.body, (bytes, bytearray)):
+            data = bytes(resp.body)
+        elif isinstance(resp.body, str) and not resp.content_type.startswith("application/json"):
+            data = resp.body.encode()
+        else:
+            data = json.dumps(resp.body, separators=(",", ":")).encode()
+        return _response(resp.status, data, resp.content_type, now, dest.seconds, head=req.method.upper() == "HEAD",
+                         server="")
 
     def _app(self, c: Container, req: HttpRequest, path: str, now: datetime, seconds: float,
              rng: random.Random) -> HttpResponse:
@@ -1050,7 +1087,8 @@ def _is_ip(s: str) -> bool:
 def _response(status: int, body: bytes, ctype: str, now: datetime, seconds: float, *, head: bool = False,
               extra: Sequence[tuple[str, str]] = (), server: str = "sremarathon-runtime/1") -> HttpResponse:
     stamp = format_datetime(now.astimezone(timezone.utc).replace(microsecond=0), usegmt=True)
-    headers = [("Server", server), ("Date", stamp), ("Content-Type", ctype), ("Content-Length", str(len(body)))]
+    headers = ([("Server", server)] if server else []) + [("Date", stamp), ("Content-Type", ctype),
+                                                          ("Content-Length", str(len(body)))]
     headers += list(extra)
     return HttpResponse(status, b"" if head else body, tuple(headers), seconds=seconds)
 

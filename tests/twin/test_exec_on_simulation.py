@@ -253,6 +253,13 @@ def test_wget_and_curl_reach_the_real_handlers(sim: Sim, kc: TtyKubectl) -> None
     assert out.splitlines() == ["0", "1", f"{ip}      cart.shop", "1", "28"]
 
 
+def test_the_monitoring_namespaces_prometheus_answers_from_inside(sim: Sim, kc: TtyKubectl) -> None:
+    r = kc.run("run", "promq", "--rm", "-i", "--restart=Never", "--image=curlimages/curl", "--", "-s",
+               "http://prometheus.monitoring:9090/api/v1/query?query=up")
+    answer = json.loads(r.stdout[:r.stdout.rindex("}") + 1])
+    assert answer["status"] == "success" and {m["metric"]["job"] for m in answer["data"]["result"]} >= {"cart"}
+
+
 def test_partitions_dns_outages_and_latency_apply(sim: Sim, kc: TtyKubectl) -> None:
     debug_pod(kc, "probe")
     here = sim.zone_of(sim.pod("probe"))
