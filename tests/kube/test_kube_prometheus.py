@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kube_support import ORCHESTRATOR_TOKEN, Recorder, Upstream
+from support.admission import RecordingAdmission as Recorder
+from support.kube import ORCHESTRATOR_TOKEN, Upstream
 
 from pytest_sremarathon.apps import load_app
 from pytest_sremarathon.backends.monitoring import Monitoring, prometheus_service

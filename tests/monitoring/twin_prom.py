@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
-from admission import RecordingAdmission
+from support.admission import RecordingAdmission
 
 from pytest_sremarathon.backends.twin import TwinBackend
 from pytest_sremarathon.builtin import SCENARIOS_DIR
