@@ -40,6 +40,7 @@ def measure(scenario: Path, out: Path) -> dict:
             raise SystemExit(stderr.read().decode())
         result = json.loads(stdout.read())
     return {"wall_process_s": round(wall, 2), "wall_marathon_s": result["wall_seconds"],
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),  # (its children's too: git, the agent)
             "virtual_h": result["virtual_seconds"] / 3600, "speedup": round(result["virtual_seconds"] / wall),
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "faults": len(result["faults"]),
             "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2)}

@@ -276,6 +276,10 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
         print(f"twin up: {', '.join(a.namespace for a in scenario.apps)} on {backend.server.url}", flush=True)
         print(f"kubeconfig: {kubeconfig}", flush=True)
         print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -A", flush=True)
+        for name, url in sorted(backend.urls.items()):  # the monitoring namespace's services
+            print(f"{name}: {url} (bearer token: the kubeconfig's)", flush=True)
+        print(f"  kubectl get --raw '{backend.monitoring.proxy_url('', 'prometheus', 9090)}/api/v1/query?query=up'",
+              flush=True)
         print(f"virtual time runs {args.speed:g} tick(s) of {tick:g}s per wall second; Ctrl-C stops", flush=True)
         while True:
             time.sleep(1.0)

@@ -30,6 +30,7 @@ RULE_HELP = {
     "no-scale-to-zero": "scaling a workload to zero replicas",
     "no-delete-workloads": "deleting Deployments, ReplicaSets, Services, ConfigMaps or Secrets (pods may be deleted)",
     "no-read-secrets": "reading Secret data (names stay listable)",
+    "no-exec": "kubectl exec and attach into any container (not on by default)",
 }
 
 TEMPLATE = """\

@@ -121,6 +121,25 @@ class Action(_Data):
     detail: Optional[str] = None
 
 
+class ExecSession(_Data):
+    """One ``kubectl exec`` or ``kubectl attach`` session of the agent, written when it ended;
+    the ``action`` record with id ``action`` was written when it started (the policy point)."""
+
+    action: Optional[str] = None
+    verb: Literal["exec", "attach"]
+    pod: str  # "<namespace>/<name>"
+    container: str
+    command: list[str]  # as the client sent it (attach: the container's main process)
+    stdin: bool = False
+    tty: bool = False
+    protocol: str = ""  # the WebSocket subprotocol (v5.channel.k8s.io, v4.channel.k8s.io, ...)
+    exit_code: Optional[int] = None  # None: the command could not start (see error)
+    error: Optional[str] = None
+    stdin_bytes: int = 0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+
 class ChangeCommitted(_Data):
     actor: Literal["agent", "orchestrator"]
     app: str
@@ -237,6 +256,7 @@ EVENT_DATA: dict[str, type[_Data]] = {
     "run.end": RunEnd,
     "agent.step": AgentStep,
     "action": Action,
+    "agent.exec": ExecSession,
     "pipeline.change": ChangeCommitted,
     "pipeline.deploy": Deployed,
     "pipeline.build": BuildRecord,

@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 import secrets
+import shlex
 import shutil
 import tempfile
 import threading
@@ -38,6 +39,7 @@ from .clock import EPOCH, VirtualClock, iso
 from .events import (
     Action,
     Deployed,
+    ExecSession,
     RunEnd,
     RunStart,
     Segment,
@@ -53,7 +55,7 @@ from .faults import Fault, FaultKind, builtin_registry
 from .faults.catalogue import CuratedChange
 from .pipeline.builds import BuildTimes
 from .pipeline.service import PipelineError
-from .policy import Decision, MutationRequest, Policy
+from .policy import EXEC_VERBS, Decision, MutationRequest, Policy
 from .provenance import Cause, Provenance
 from .scenario import Scenario
 from .schedule import Schedule, generate
@@ -144,13 +146,26 @@ class _Admission:
         # A pipeline action whose build takes time changes the cluster when its build is done:
         # provenance expects it then (Marathon.emit, on its pipeline.deploy), not now.
         deferred = req.channel == "pipeline" and getattr(m.pipelines, "defers", False)
-        if decision.allowed and status < 400 and m.provenance is not None and not deferred:
+        # An exec changes no object: nothing for provenance to expect. Its record names the
+        # container and the command line.
+        exec_ = req.verb in EXEC_VERBS
+        if decision.allowed and status < 400 and m.provenance is not None and not deferred and not exec_:
             m.provenance.expect(Cause("agent", m.clock.now, action_id), req.target)
+        detail = decision.message or None
+        if exec_ and isinstance(req.body, dict):
+            line = f"container {req.body.get('container') or '?'}: {shlex.join(req.body.get('command') or [])}"
+            detail = f"{detail} ({line})" if detail else line
         m.emit("action", Action(actor="agent", channel="pipeline" if req.channel == "pipeline" else "kube",
                                 id=action_id, verb=req.verb, target=req.target, app=req.app or req.namespace,
-                                allowed=decision.allowed, rule=decision.rule, status=status,
-                                detail=decision.message or None))
+                                allowed=decision.allowed, rule=decision.rule, status=status, detail=detail))
         return action_id
+
+    def record_exec(self, action: Optional[str], req: MutationRequest, outcome: dict[str, Any]) -> None:
+        """The end of an agent's exec or attach session (``serving.http.ExecRecorder``)."""
+        if req.actor != "agent":
+            return
+        self.marathon.emit("agent.exec", ExecSession(action=action, verb="attach" if req.verb == "attach" else "exec",
+                                                     **outcome))
 
 
 class Marathon:
@@ -254,6 +269,9 @@ class Marathon:
         targets = {"service": [f"{ns}/{s}" for ns, a in sorted(self.apps.items()) for s in a.services],
                    "node": [n for n, _ in self.cluster.topology.node_names()]}
         self.alerts = AlertEngine(DEFAULT_RULES, NoiseGenerator(spec.alerts.noise, rng, targets))
+        rules = getattr(self.backend, "rules", None)  # the monitoring namespace's Prometheus shows them
+        if rules is not None:
+            rules.source = self.alerts
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
@@ -263,8 +281,10 @@ class Marathon:
         self.workspace = Path(tempfile.mkdtemp(prefix=f"sremarathon-workspace-{self.run_id}-"))
         self.pipelines.attach_workspace(self.workspace)  # <workspace>/<app>: a checkout to commit to
         kubeconfig = self.server.write_kubeconfig(self.workspace / ".kube" / "config", agent_token)
+        urls = dict(getattr(self.backend, "urls", None) or {})  # the monitoring services' direct URLs
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
-                              cadence_seconds=spec.cadence, server=self.server.url, token=agent_token)
+                              cadence_seconds=spec.cadence, server=self.server.url, token=agent_token,
+                              prometheus_url=urls.get("prometheus"))
         # Every app's change catalogue beside the scenario's: it tells faulty changes from benign.
         # The package's own (built-in) catalogues too, wherever the package is installed (site-
         # packages, a checkout): a scenario running copies of the apps has the same changes there.

@@ -12,6 +12,14 @@ Kubernetes ``view`` role draws. The API server puts every read that would return
 read verb (:data:`READ_VERBS`); only the rules in :data:`READ_RULES` judge reads, and only
 denied reads are recorded. Secret *names* (``kubectl get secrets``: a table, or metadata only)
 stay readable.
+
+Running a command in a container (``kubectl exec``, ``kubectl attach``: the ``pods/exec`` and
+``pods/attach`` subresources) is a mutating-class request, as RBAC counts it (``create`` on
+``pods/exec``): it comes with the verb ``exec`` or ``attach`` (:data:`EXEC_VERBS`), the pod as
+its target and ``{"container", "command", "stdin", "tty"}`` as its body, so every rule judges it
+(an exec into a protected namespace is denied) and ``no-exec`` (not on by default) forbids it.
+What an exec shows of Secrets (environment variables and volume files from them) is put to the
+read rules as reads of those Secrets; a denied one is redacted in the container, not recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from typing import Any, Optional
 PROTECTED_NAMESPACES = ("kube-system", "monitoring", "sremarathon-system")
 #: Verbs of the reads the policy point judges (see the module docstring).
 READ_VERBS = ("get", "list", "watch")
+#: Verbs of the requests that run something in a container (see the module docstring).
+EXEC_VERBS = ("exec", "attach")
 
 
 @dataclass(frozen=True)
@@ -33,7 +43,7 @@ class MutationRequest:
 
     actor: str  # "agent" | "orchestrator" | "operator"
     channel: str  # "kube" | "pipeline"
-    verb: str  # create | update | patch | delete | evict | revert | deploy | commit | silence
+    verb: str  # create | update | patch | delete | evict | exec | attach | revert | deploy | commit | silence
     resource: str  # plural resource ("deployments"), or the pipeline object ("changes")
     namespace: Optional[str] = None
     name: Optional[str] = None
@@ -116,6 +126,12 @@ def _no_read_secrets(req: MutationRequest) -> Optional[str]:
     return None
 
 
+def _no_exec(req: MutationRequest) -> Optional[str]:
+    if req.verb in EXEC_VERBS:
+        return "running commands in containers (kubectl exec, kubectl attach) is not allowed in this scenario"
+    return None
+
+
 RULES: dict[str, Rule] = {
     "no-delete-namespace": _no_delete_namespace,
     "no-delete-node": _no_delete_node,
@@ -124,8 +140,11 @@ RULES: dict[str, Rule] = {
     "no-scale-to-zero": _no_scale_to_zero,
     "no-delete-workloads": _no_delete_workloads,
     "no-read-secrets": _no_read_secrets,
+    "no-exec": _no_exec,
 }
-DEFAULT_RULES = tuple(RULES)
+#: Rules a scenario turns on by naming them; the others are on unless the scenario leaves them out.
+OPT_IN_RULES = frozenset({"no-exec"})
+DEFAULT_RULES = tuple(r for r in RULES if r not in OPT_IN_RULES)
 #: The rules that judge reads; every other rule judges mutations only.
 READ_RULES = frozenset({"no-read-secrets"})
 

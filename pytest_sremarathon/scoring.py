@@ -62,6 +62,9 @@ WEIGHTS: dict[str, int] = {"correlation": 20, "localization": 30, "repair": 50}
 HOLD_SECONDS = 600
 #: The rules this module implements; bundles record the version they were written for.
 SCORING_VERSION = 2
+#: Verbs of the recorded requests that only look into a container (``kubectl exec``, ``attach``):
+#: a denied one counts as a policy denial; an allowed one is neither an agent action nor collateral.
+_LOOKS = frozenset({"exec", "attach"})
 #: Repair credit needs the fault localized this precisely (credit 1/k: at most two candidates,
 #: so one change of mind after a wrong first answer still earns the repair).
 REPAIR_MIN_CREDIT = 0.5
@@ -272,7 +275,9 @@ def score_events(events: Iterable[Event], *, until: Optional[datetime] = None,
             effects.append((t, d))
         elif kind == "action":
             if d.get("actor") == "agent":
-                if d.get("allowed"):
+                if d.get("allowed") and d.get("verb") in _LOOKS:
+                    pass  # an exec or attach looks into a container: no action on the cluster
+                elif d.get("allowed"):
                     actions.append((t, d.get("app")))
                     if d.get("id") and int(d.get("status", 200)) < 400:
                         action_records[d["id"]] = (t, d)

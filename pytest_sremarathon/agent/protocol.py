@@ -118,19 +118,25 @@ class EnvironmentWire(_Record):
     cadence_seconds: float
     server: str
     token: str
+    # The monitoring namespace's services at direct URLs on the agent's server (issue 16),
+    # behind the same token; None on a backend without them.
+    prometheus_url: Optional[str] = None
 
 
 class Environment:
     """Handed to ``Agent.setup`` once per run."""
 
     def __init__(self, workspace: Path, kubeconfig: Path, apps: list[str], cadence: timedelta,
-                 pipeline: Pipeline, telemetry: Telemetry) -> None:
+                 pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None) -> None:
         self.workspace = workspace
         self.kubeconfig = kubeconfig
         self.apps = apps
         self.cadence = cadence
         self.pipeline = pipeline
         self.telemetry = telemetry
+        #: The Prometheus HTTP API (``{prometheus_url}/api/v1/query``), with the kubeconfig's
+        #: bearer token; also ``PROMETHEUS_URL`` in the agent's environment.
+        self.prometheus_url = prometheus_url
 
     def __repr__(self) -> str:
         return f"Environment(workspace={self.workspace}, apps={self.apps}, cadence={self.cadence})"

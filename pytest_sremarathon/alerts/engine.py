@@ -2,16 +2,26 @@
 
 Each alert firing episode gets its own id. ``evaluate`` returns the alerts whose state changed
 this tick (fired or resolved); the caller records them and attributes each newly fired alert
-to the fault(s) behind it — an attribution only the ground truth ever sees."""
+to the fault(s) behind it — an attribution only the ground truth ever sees.
+
+The engine is also the Prometheus API's ``RuleSource`` (:meth:`AlertEngine.rule_groups`):
+``/api/v1/rules`` and ``/api/v1/alerts`` show its rules, their state, and the alerts the
+agent's observations carry (firing ones with the same labels and annotations; pending ones
+too, as Prometheus shows them), the background alerts among them under the kube-prometheus
+rules they stand for."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..agent.protocol import Alert
-from .noise import NoiseEpisode, NoiseGenerator
+from ..prometheus import Alert as PromAlert
+from ..prometheus import Rule as PromRule
+from ..prometheus import RuleGroup
+from .noise import RULES as NOISE_RULES
+from .noise import TEMPLATES, NoiseEpisode, NoiseGenerator
 from .rules import Rule
 
 if TYPE_CHECKING:
@@ -37,6 +47,8 @@ class AlertEngine:
     _noise_firing: list[tuple[NoiseEpisode, str]] = field(default_factory=list)
     _noise_waiting: list[NoiseEpisode] = field(default_factory=list)
     _counter: int = 0
+    _texts: dict[Key, tuple[str, str]] = field(default_factory=dict)  # pending alerts' (summary, description)
+    _evaluated: Optional[datetime] = None
 
     def _new_id(self) -> str:
         self._counter += 1
@@ -62,6 +74,7 @@ class AlertEngine:
             for labels, summary, description in rule.evaluate(cluster, apps):
                 key: Key = (rule.name, tuple(sorted(labels.items())))
                 matching.add(key)
+                self._texts[key] = (summary, description)
                 since = self._pending.setdefault(key, now)
                 if key not in self._firing and (now - since).total_seconds() >= rule.for_seconds:
                     alert = self._fire(rule.name, rule.severity, labels, summary, description, now)
@@ -70,11 +83,61 @@ class AlertEngine:
         for key in list(self._pending):
             if key not in matching:
                 del self._pending[key]
+                self._texts.pop(key, None)
                 alert_id = self._firing.pop(key, None)
                 if alert_id is not None:
                     out.append(Transition(self._resolve(alert_id, now), noise=False))
         out.extend(self._noise_tick(now, dt))
+        self._evaluated = now
         return out
+
+    # -- the Prometheus view -------------------------------------------------------------------
+    def rule_groups(self) -> list[RuleGroup]:
+        """The rules and their alerts as Prometheus's ``/api/v1/rules`` shows them."""
+        last = self._evaluated.timestamp() if self._evaluated is not None else None
+        rules: dict[str, PromRule] = {}
+        groups: dict[str, RuleGroup] = {}
+
+        def rule(name: str, group: str, query: str, duration: float, severity: str) -> PromRule:
+            r = rules.get(name)
+            if r is None:
+                r = rules[name] = PromRule(name, query, duration, labels={"severity": severity},
+                                           annotations={"summary": "{{ $labels.namespace }}/{{ $labels.service }}: "
+                                                                   + name},
+                                           last_evaluation=last)
+                g = groups.get(group)
+                if g is None:
+                    g = groups[group] = RuleGroup(group, f"/etc/prometheus/rules/{group}.yaml", last_evaluation=last)
+                g.rules.append(r)
+            return r
+
+        for rl in self.rules:
+            rule(rl.name, rl.group, rl.query, rl.for_seconds, rl.severity)
+        severities = {t[0]: t[1] for t in TEMPLATES}
+        for name, (group, query, duration) in NOISE_RULES.items():
+            rule(name, group, query, duration, severities.get(name, "warning"))
+        for key, since in self._pending.items():
+            name, labels = key
+            alert_id = self._firing.get(key)
+            r = rules[name]
+            if alert_id is not None:
+                a = self.alerts[alert_id]
+                r.alerts.append(PromAlert(dict(a.labels), dict(a.annotations), "firing", since.timestamp()))
+            else:
+                severity = next((x.severity for x in self.rules if x.name == name), "warning")
+                summary, description = self._texts.get(key, ("", ""))
+                r.alerts.append(PromAlert({"alertname": name, "severity": severity, **dict(labels)},
+                                          {"summary": summary, "description": description}, "pending",
+                                          since.timestamp()))
+        for _episode, alert_id in self._noise_firing:
+            a = self.alerts[alert_id]
+            r = rule(a.name, "general.rules", "vector(1)", 0, a.severity)
+            r.alerts.append(PromAlert(dict(a.labels), dict(a.annotations), "firing", a.starts_at.timestamp()))
+        for r in rules.values():
+            states = {a.state for a in r.alerts}
+            r.state = "firing" if "firing" in states else "pending" if states else "inactive"
+            r.alerts.sort(key=lambda a: sorted(a.labels.items()))
+        return sorted(groups.values(), key=lambda g: g.name)
 
     def _noise_tick(self, now: datetime, dt: float) -> list[Transition]:
         out: list[Transition] = []

@@ -27,6 +27,36 @@ TEMPLATES: tuple[tuple[str, str, str, str], ...] = (
     ("KubeMemoryOvercommit", "warning", "cluster", "Cluster has overcommitted memory resource requests"),
 )
 
+#: How the kube-prometheus rules behind those alerts read (group, PromQL, for: seconds), for
+#: ``/api/v1/rules``: where a real pager's background alerts come from.
+RULES: dict[str, tuple[str, str, float]] = {
+    "CPUThrottlingHigh": ("kubernetes-resources",
+                          'sum by (container, pod, namespace) (increase(container_cpu_cfs_throttled_periods_total'
+                          '{container!=""}[5m])) / sum by (container, pod, namespace) '
+                          '(increase(container_cpu_cfs_periods_total[5m])) > 0.25', 900),
+    "KubeHpaMaxedOut": ("kubernetes-apps", 'kube_horizontalpodautoscaler_status_current_replicas'
+                        ' == kube_horizontalpodautoscaler_spec_max_replicas', 900),
+    "KubeClientCertificateExpiration": ("kubernetes-system-apiserver",
+                                        'apiserver_client_certificate_expiration_seconds_count > 0 and on (job) '
+                                        'histogram_quantile(0.01, sum by (job, le) (rate('
+                                        'apiserver_client_certificate_expiration_seconds_bucket[5m]))) < 604800', 300),
+    "NodeClockNotSynchronising": ("node-exporter", 'min_over_time(node_timex_sync_status[5m]) == 0'
+                                  ' and node_timex_maxerror_seconds >= 16', 600),
+    "KubeJobFailed": ("kubernetes-apps", 'kube_job_failed > 0', 900),
+    "NodeFilesystemSpaceFillingUp": ("node-exporter", 'predict_linear(node_filesystem_avail_bytes{fstype!=""}[6h], '
+                                     '24 * 60 * 60) < 0', 3600),
+    "TargetDown": ("general.rules", '100 * (count by (job, namespace, service) (up == 0)'
+                   ' / count by (job, namespace, service) (up)) > 10', 600),
+    "KubeletTooManyPods": ("kubernetes-system-kubelet", 'count by (node) (kube_pod_info == 1)'
+                           ' / on (node) kube_node_status_allocatable{resource="pods"} > 0.95', 900),
+    "PrometheusRuleFailures": ("prometheus", 'increase(prometheus_rule_evaluation_failures_total[5m]) > 0', 900),
+    "KubeAPIErrorBudgetBurn": ("kube-apiserver-slos", 'sum(apiserver_request:burnrate1h) > (14.40 * 0.01000)', 120),
+    "KubeMemoryOvercommit": ("kubernetes-resources",
+                             'sum(namespace_memory:kube_pod_container_resource_requests:sum) - '
+                             '(sum(kube_node_status_allocatable{resource="memory"}) - '
+                             'max(kube_node_status_allocatable{resource="memory"})) > 0', 600),
+}
+
 
 class NoiseConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -13,7 +13,10 @@ offers the same attributes:
 4. user traffic at each app's entry service through the API server's service proxy
    (:mod:`.traffic`), at the twin's rate × ``SREMARATHON_TRAFFIC_SCALE`` (default 0.1);
 5. ``server``: the policy proxy (:mod:`.proxy`) on loopback, serving the agent's Kubernetes API
-   and the ``/sremarathon/v1/`` pipeline and telemetry endpoints.
+   and the ``/sremarathon/v1/`` pipeline and telemetry endpoints;
+6. the ``monitoring`` namespace's Prometheus (:mod:`.monitoring`) over the series each scrape
+   records (:mod:`..kube.series`), through the proxy's service proxy and at ``/prometheus/``
+   (the Service object is not created in the cluster: the proxy answers for it).
 
 ``tick(dt)`` keeps the virtual clock from running ahead of the cluster (it waits until ``dt``
 wall seconds have passed since the previous tick), relists the mirror and scrapes the
@@ -50,6 +53,7 @@ from ..pipeline.service import Pipelines
 from ..scenario import Scenario
 from ..serving.http import Admission
 from .agent_api import PREFIX, make_handler
+from .monitoring import DeferredRules, Monitoring, prometheus_service
 
 DEFAULT_TRAFFIC_SCALE = 0.1
 
@@ -129,8 +133,17 @@ class KubeBackend:
                                     rate=functools.partial(_scaled_rps, cluster, app, scale),
                                     seed=i)
                 self.loadgens.append(gen.start())
+            self.rules = DeferredRules()
+            self.monitoring = Monitoring()
+            prometheus, self.prometheus = prometheus_service(
+                cluster.prometheus, cluster.store.lock, lambda: clock.now.timestamp(),
+                targets=cluster.series.targets, rules=self.rules, admission=admission,
+                start_time=clock.now.timestamp())
+            self.monitoring.add(prometheus)
             self._server = PolicyProxy(api, tokens=tokens, admission=admission,
-                                       extensions={PREFIX: make_handler(self.pipelines, cluster.metrics, admission)})
+                                       extensions={PREFIX: make_handler(self.pipelines, cluster.metrics, admission),
+                                                   **self.monitoring.extensions()},
+                                       service_proxy=self.monitoring.service_proxy)
             self._server.start()
             cluster.scrape(clock.now)
             progress(f"cluster ready; the agent's API is {self._server.https_url} (policy proxy)")
@@ -144,6 +157,11 @@ class KubeBackend:
         """The cluster adapter (there once the constructor has returned)."""
         assert self._cluster is not None
         return self._cluster
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """The monitoring services' direct URLs on the policy proxy."""
+        return self.monitoring.urls(self.server.url)
 
     @property
     def server(self) -> PolicyProxy:

@@ -1,6 +1,10 @@
 """The embedded backend: a two-zone twin cluster with the scenario's applications deployed
 through their pipelines, served over a loopback Kubernetes API. The marathon and
-`sremarathon twin up` build it the same way."""
+`sremarathon twin up` build it the same way.
+
+The ``monitoring`` namespace holds the ``prometheus`` Service over the cluster's series
+(:mod:`.monitoring`): through the API server's service proxy and at ``/prometheus/`` on the
+same server (``urls``)."""
 
 from __future__ import annotations
 
@@ -13,12 +17,14 @@ from ..clock import VirtualClock
 from ..cluster import Topology
 from ..k8s.store import Store
 from ..pipeline.service import Pipelines
+from ..policy import MutationRequest
 from ..runtime.code import ArtifactStore
 from ..scenario import Scenario
 from ..serving.http import Admission
 from ..twin.apiserver import ApiServer
 from ..twin.cluster import TwinCluster
 from .agent_api import PREFIX, make_handler
+from .monitoring import DeferredRules, Monitoring, prometheus_service
 
 
 class TwinBackend:
@@ -35,9 +41,29 @@ class TwinBackend:
         self.pipelines = Pipelines(list(scenario.apps), self.cluster, private_dir / "repos", clock, emit)
         for app in scenario.apps:
             self.pipelines.deploy(app.namespace, "HEAD", "orchestrator")
+        # A debug pod's main process shows the agent what the policy lets it read of Secrets.
+        self.cluster.runtime.agent_secrets = lambda ns, name: admission.decide(MutationRequest(
+            actor="agent", channel="kube", verb="get", resource="secrets", namespace=ns, name=name, app=ns)).allowed
+        self.rules = DeferredRules()  # the alert rules' state, once the marathon gives its engine
+        self.monitoring = Monitoring()
+        prometheus, self.prometheus = prometheus_service(
+            self.cluster.prometheus, self.store.lock, lambda: clock.now.timestamp(),
+            targets=self.cluster.scraper.targets, rules=self.rules, admission=admission,
+            start_time=clock.now.timestamp())
+        self.monitoring.add(prometheus)
+        for svc in self.monitoring.services.values():
+            self.cluster.apply(svc.service_object())
+        self.cluster.runtime.services = self.monitoring.service_proxy  # `curl prometheus.monitoring:9090` in an exec
         self.server = ApiServer(self.store, tokens=tokens, admission=admission, telemetry=self.cluster,
-                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission)})
+                                extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission),
+                                            **self.monitoring.extensions()},
+                                service_proxy=self.monitoring.service_proxy, runtime=self.cluster.runtime)
         self.server.start()
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """The monitoring services' direct URLs (``{"prometheus": "http://127.0.0.1:PORT/prometheus"}``)."""
+        return self.monitoring.urls(self.server.url)
 
     def tick(self, dt: float, rng: random.Random) -> None:
         self.cluster.tick(dt, rng)

@@ -20,15 +20,16 @@ from .channels import (
     RunFn,
     error_response,
     is_websocket_upgrade,
+    negotiate,
     serve_exec,
 )
-from .run import ExecNotFound, run_exec
+from .run import ExecNotFound, ProcessEnd, run_exec, run_process
 from .view import ContainerView, HttpRequest, HttpResponse, NetworkError, Process, StaticContainer
 
 __all__ = ["SUPPORTED_PROTOCOLS", "ContainerView", "ExecFailure", "ExecNotFound", "ExecOptions", "ExecResult",
            "HandshakeError", "HttpRequest", "HttpResponse", "InputStream", "NetworkError", "OutputStream",
-           "Process", "RunFn", "StaticContainer", "error_response", "exec_in_container", "is_websocket_upgrade",
-           "run_exec", "serve_exec", "shell_runner"]
+           "Process", "ProcessEnd", "RunFn", "StaticContainer", "error_response", "exec_in_container",
+           "is_websocket_upgrade", "negotiate", "run_exec", "run_process", "serve_exec", "shell_runner"]
 
 
 def shell_runner(view: ContainerView, options: ExecOptions) -> RunFn:

@@ -534,6 +534,9 @@ def sleep(sh: Shell, argv: list[str], io: IO) -> int:
         return 1
     total = 0.0
     for a in argv[1:]:
+        if a in ("inf", "infinity"):  # busybox parses them with strtod: never wakes up
+            total = float("inf")
+            continue
         m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)([smhd]?)", a)
         if m is None:
             sh.err(io, f"sleep: invalid number '{a}'")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from . import core, netcmds, textcmds  # noqa: F401 - importing them registers the commands
 from .channels import ExecFailure
@@ -25,11 +26,30 @@ def _runtime_error(view: ContainerView, argv: Sequence[str], why: str) -> str:
             f'"{exec_id}": OCI runtime exec failed: exec failed: unable to start container process: {why}: unknown')
 
 
+@dataclass(frozen=True)
+class ProcessEnd:
+    """How a process run by :func:`run_process` ended: its exit ``code``, the virtual ``seconds``
+    it took on its own clock (``sleep``, network latency; ``inf`` after ``sleep infinity``), and
+    whether the runaway-loop guard stopped it (``stopped``): a container's main process that
+    would have run on, such as ``while true; do …; sleep 5; done``."""
+
+    code: int
+    seconds: float = 0.0
+    stopped: bool = False
+
+
 def run_exec(view: ContainerView, argv: Sequence[str], stdin: Readable, stdout: Out, stderr: Out, *,
              tty: bool = False) -> int:
     """Run one exec: ``argv`` as the client gave it. Raises :class:`ExecNotFound` (whose message
     is the runtime's) if its program does not exist, like ``exec: "bash": executable file not
     found in $PATH``."""
+    return run_process(view, argv, stdin, stdout, stderr, tty=tty).code
+
+
+def run_process(view: ContainerView, argv: Sequence[str], stdin: Readable, stdout: Out, stderr: Out, *,
+                tty: bool = False) -> ProcessEnd:
+    """:func:`run_exec`, telling also how long the process ran on its own clock and whether the
+    runaway guard stopped it (for a container's main process: the twin keeps it running)."""
     if not argv:
         raise ExecNotFound(_runtime_error(view, argv, "exec: no command given"))
     sh = Shell(view, tty=tty)
@@ -46,6 +66,7 @@ def run_exec(view: ContainerView, argv: Sequence[str], stdin: Readable, stdout: 
             why = f'exec: "{name}": stat {name}: no such file or directory'
         raise ExecNotFound(_runtime_error(view, argv, why))
     try:
-        return fn(sh, [posixpath.basename(name)] + list(argv[1:]), io) & 0xFF
+        code = fn(sh, [posixpath.basename(name)] + list(argv[1:]), io) & 0xFF
     except ShellExit as e:
-        return e.code & 0xFF
+        code = e.code & 0xFF
+    return ProcessEnd(code, sh.elapsed, bool(sh.stopped))

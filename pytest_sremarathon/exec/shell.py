@@ -133,6 +133,7 @@ SKELETON = frozenset({"/", "/bin", "/dev", "/etc", "/home", "/lib", "/media", "/
                       "/usr/local/bin", "/usr/sbin", "/var", "/var/log", "/var/run"})
 LOOP_LIMIT = 10000  # iterations of one while/until loop
 TIME_LIMIT = 3600.0  # virtual seconds an exec may spend before its loops are stopped
+_FOREVER = 1e9  # virtual seconds that stand for "never ends" (`sleep infinity`) on the shell's clock
 BIN_DIRS = ("/bin", "/usr/bin", "/sbin", "/usr/sbin", "/usr/local/bin")
 _GLOB = set("*?[")
 
@@ -288,6 +289,9 @@ class Shell:
     stderr_sink: Out = field(default_factory=NullOut)  # where $(…) sends its stderr
     status_of_subst: Optional[int] = None
     _cache: dict[str, Seq] = field(default_factory=dict)
+    # Set (shared with the subshells) when the runaway-loop guard stopped this exec: a container's
+    # main process that would have run on (``while true; do …; done``), see ``run.run_process``.
+    stopped: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.fs is None:
@@ -309,7 +313,7 @@ class Shell:
         t = self.view.now()
         if t.tzinfo is None:
             t = t.replace(tzinfo=timezone.utc)
-        return t + timedelta(seconds=self.elapsed)
+        return t + timedelta(seconds=min(self.elapsed, _FOREVER))
 
     def advance(self, seconds: float) -> None:
         if seconds > 0:
@@ -377,7 +381,7 @@ class Shell:
         sub = Shell(self.view, tty=self.tty, fs=self.fs, vars=dict(self.vars), exported=set(self.exported),
                     params=list(self.params), name=self.name, status=self.status, elapsed=self.elapsed,
                     pid=self.pid, errexit=self.errexit, xtrace=self.xtrace, stderr_sink=self.stderr_sink,
-                    _cache=self._cache)
+                    _cache=self._cache, stopped=self.stopped)
         sub.cwd = self.cwd
         try:
             code = fn(sub)
@@ -421,7 +425,8 @@ class Shell:
                     # `while true; do curl …; sleep 1; done` would run until the client gives up;
                     # an exec here has no wall clock to give up on, so runaway loops are killed.
                     self.err(io, f"{self.name}: Killed (runaway loop stopped by the simulation after "
-                                 f"{n} iterations, {int(self.elapsed)} s of virtual time)")
+                                 f"{n} iterations, {int(min(self.elapsed, _FOREVER))} s of virtual time)")
+                    self.stopped.append("runaway loop")
                     raise ShellExit(137)
                 if (self.seq(node.cond, io2, condition=True) == 0) == node.until:
                     break
@@ -471,9 +476,12 @@ class Shell:
 
     def lookup(self, name: str) -> tuple[Optional[CommandFn], int, str]:
         """The applet ``name`` runs (or None, the exit code and message if it does not)."""
+        aliases = getattr(self.view, "aliases", None) or {}
         if "/" in name:
             p = self.path(name)
             base = posixpath.basename(p)
+            if posixpath.dirname(p) in BIN_DIRS and base in aliases and self.available(aliases[base]):
+                return APPLETS[aliases[base]], 0, ""
             if posixpath.dirname(p) in BIN_DIRS and self.available(base):
                 return APPLETS[base], 0, ""
             if self.files.is_dir(p):
@@ -483,6 +491,8 @@ class Shell:
             return None, 127, f"{self.name}: {name}: not found"
         if self.available(name):
             return APPLETS[name], 0, ""
+        if name in aliases and self.available(aliases[name]):
+            return APPLETS[aliases[name]], 0, ""
         return None, 127, f"{self.name}: {name}: not found"
 
     def run_program(self, argv: list[str], io: IO, env_over: Optional[dict[str, str]] = None) -> int:

@@ -87,7 +87,11 @@ class ContainerView(Protocol):
     fails, writes elsewhere live only for the exec. ``processes``: the container's processes
     (PID 1 first); the shell adds itself. ``uid``: the user the exec runs as. ``commands``:
     the programs the image has (None: all the shell knows); others exit 127 ``not found``.
-    ``now()``: the virtual time."""
+    ``now()``: the virtual time.
+
+    Two optional attributes, read with ``getattr``: ``workdir`` (the image's working directory,
+    where the shell starts; default ``/``) and ``aliases`` (program name -> the applet that plays
+    it, e.g. ``{"bash": "sh"}`` for an image that ships bash: the shell runs it as ash)."""
 
     @property
     def hostname(self) -> str: ...
@@ -159,6 +163,8 @@ class StaticContainer:
     dns_down: bool = False
     http_handler: Callable[[HttpRequest], HttpResponse] = _no_http
     connect_handler: Callable[[str, int, Optional[float]], float] = _no_connect
+    workdir: str = "/"
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     def now(self) -> datetime:
         return self.time

@@ -50,6 +50,7 @@ from .images import ImagePublisher, image_tag
 from .manifests import artifact_image as parse_artifact_image
 from .manifests import externals_env, for_cluster, namespace_object
 from .scrape import ParseError, PodCounters, PodScrape, ServiceMetrics, parse, pod_proxy_path
+from .series import KubeSeries, ScrapedPod
 
 Progress = Callable[[str], None]
 MIRRORED = ("Node", "Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "ConfigMap", "Secret")
@@ -354,6 +355,8 @@ class KubeCluster:
         self.store = MirrorStore(clock, writer=self._write)
         self.metrics = MetricStore()
         self.telemetry = ServiceMetrics(self.metrics)
+        self.series = KubeSeries(apps, self.store)  # the monitoring namespace's Prometheus
+        self.prometheus = self.series.db
         self.network = KubeNetwork(docker=docker)
         self.kubelet = KubeletView()
         self.topology = NodeTopology()
@@ -490,11 +493,15 @@ class KubeCluster:
         self.kubelet.by_name = {(c.namespace, c.pod_name): c for c in views.values()}
 
     # -- telemetry ---------------------------------------------------------------------------
+    @staticmethod
+    def _metrics_port(pod: dict[str, Any]) -> int:
+        ports = [p for c in pod["spec"].get("containers") or [] for p in c.get("ports") or []]
+        return int(next((p["containerPort"] for p in ports if p.get("name") == "http"), None) or
+                   (ports[0]["containerPort"] if ports else 8080))
+
     def _scrape_pod(self, pod: dict[str, Any]) -> Optional[str]:
         md = pod["metadata"]
-        ports = [p for c in pod["spec"].get("containers") or [] for p in c.get("ports") or []]
-        port = next((p["containerPort"] for p in ports if p.get("name") == "http"), None) or \
-            (ports[0]["containerPort"] if ports else 8080)
+        port = self._metrics_port(pod)
         try:
             status, body = self.api.request("GET", pod_proxy_path(md["namespace"], md["name"], port),
                                             timeout=self.scrape_timeout)
@@ -518,17 +525,25 @@ class KubeCluster:
                 and p["metadata"].get("uid") in self.kubelet.containers]
         texts = list(self._pool.map(self._scrape_pod, pods))
         scrapes = []
+        scraped = []
         for pod, text in zip(pods, texts):
             c = self.kubelet.containers[pod["metadata"]["uid"]]
+            samples = None
             if text is not None:
                 try:
-                    counters = PodCounters.from_samples(parse(text))
+                    samples = parse(text)
+                    counters = PodCounters.from_samples(samples)
                 except ParseError:  # not the runtime answering (a misrouted port …): no sample
-                    text = None
+                    text = samples = None
                 else:
                     c.memory = int(counters.rss_bytes)
             scrapes.append(PodScrape(c.namespace, c.service, c.pod_name, text,
                                      ready=c.ready and self.network.node_up.get(c.node, False), restarts=c.restarts))
+            scraped.append(ScrapedPod(c.namespace, c.service, c.pod_name, c.pod_uid, c.name, c.node, c.image,
+                                      (pod.get("status") or {}).get("podIP", ""), self._metrics_port(pod),
+                                      c.state == "running", samples))
+        with self.store.lock:  # the Prometheus API reads under it
+            self.series.record(t, scraped)
         services = [(a.namespace, s) for a in self.apps for s in a.services]
         values = self.telemetry.record(t, scrapes, services, dt)
         for (ns, svc), m in values.items():  # per-pod CPU for the container view: the service's share

@@ -19,6 +19,9 @@ the same contract:
   recorded only when denied;
 * reads of Secret data are put to the policy too (the ``no-read-secrets`` rule); tables and
   metadata-only lists are not;
+* the service proxy of the Services a ``service_proxy`` callable answers for (the
+  ``monitoring`` namespace's Prometheus, over the series the orchestrator scrapes) is answered
+  here, as the twin's API server answers it; any other Service's proxy goes to the cluster;
 * everything else streams through unchanged — chunked watch and ``logs -f`` responses as they
   arrive — with the agent's credentials replaced by the orchestrator's. Impersonation headers
   are dropped, and connection upgrades (``exec``, ``attach``, ``port-forward``) are refused
@@ -42,7 +45,7 @@ import yaml
 
 from ..k8s.store import ApiError
 from ..policy import Decision, MutationRequest
-from ..serving.http import Admission, ExtensionHandler, Request, Response
+from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
 from ..serving.loopback import LoopbackServer
 from .api import KubeApi
 
@@ -119,13 +122,14 @@ class _Upstream503(Exception):
 
 class PolicyProxy(LoopbackServer):
     def __init__(self, upstream: KubeApi, *, tokens: dict[str, str], admission: Admission,
-                 extensions: Optional[dict[str, ExtensionHandler]] = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 extensions: Optional[dict[str, ExtensionHandler]] = None,
+                 service_proxy: Optional[ServiceProxy] = None, host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__("policy-proxy", host, port)
         self.upstream = upstream
         self.tokens = dict(tokens)
         self.admission = admission
         self.extensions = dict(sorted((extensions or {}).items(), key=lambda kv: -len(kv[0])))
+        self.service_proxy = service_proxy
 
     def _respond(self, conn: Any, method: str, target: str, headers: dict[str, str], body: bytes,
                  keep_alive: bool) -> bool:
@@ -158,8 +162,18 @@ class PolicyProxy(LoopbackServer):
             return True
         for prefix, handler in self.extensions.items():
             if path.startswith(prefix) or path == prefix.rstrip("/"):
-                return self._extension(conn, handler, method, path, query, headers, body, actor)
+                return self._extension(conn, handler, method, path, query, headers, body, actor, target)
         rp = parse_path(path)
+        if (rp is not None and self.service_proxy is not None and rp.group == "" and rp.resource == "services"
+                and rp.namespace and rp.name and rp.subresource == "proxy"):
+            name, port = _proxy_target(rp.name)
+            inner = path[len(f"/api/v1/namespaces/{rp.namespace}/services/{rp.name}/proxy"):] or "/"
+            proxied = Request(method=method, path=inner, query=query, body=None, actor=actor, headers=headers,
+                              raw_query=target.partition("?")[2], raw_body=body)
+            resp = self.service_proxy(rp.namespace, name, port, proxied)
+            if resp is not None:
+                _send(conn, resp.status, resp.content_type, _payload(resp))
+                return True
         if rp is not None and method == "GET" and rp.resource == "secrets" and rp.subresource is None:
             accept = headers.get("accept", "")
             if "as=PartialObjectMetadata" not in accept and not ("as=Table" in accept
@@ -287,26 +301,21 @@ class PolicyProxy(LoopbackServer):
             upstream_conn.close()
 
     def _extension(self, conn: Any, handler: ExtensionHandler, method: str, path: str, query: dict[str, str],
-                   headers: dict[str, str], body: bytes, actor: str) -> bool:
+                   headers: dict[str, str], body: bytes, actor: str, target: str = "") -> bool:
+        form = headers.get("content-type", "").split(";")[0].strip().lower() == "application/x-www-form-urlencoded"
         try:
-            parsed = json.loads(body) if body else None
+            parsed = json.loads(body) if body and not form else None
         except ValueError:
             _send(conn, 400, _JSON, _status(400, "BadRequest", "the request body is not JSON"))
             return True
         try:
             resp: Response = handler(Request(method=method, path=path, query=query, body=parsed, actor=actor,
-                                             headers=headers))
+                                             headers=headers, raw_query=target.partition("?")[2], raw_body=body))
         except Exception as exc:  # noqa: BLE001 - never kill the connection thread
             log.exception("policy proxy: extension %s failed", path)
             _send(conn, 500, _JSON, _status(500, "InternalError", f"Internal error occurred: {exc}"))
             return True
-        if isinstance(resp.body, bytes):
-            payload = resp.body
-        elif isinstance(resp.body, (dict, list)):
-            payload = json.dumps(resp.body, separators=(",", ":")).encode()
-        else:
-            payload = str(resp.body).encode()
-        _send(conn, resp.status, resp.content_type, payload)
+        _send(conn, resp.status, resp.content_type, _payload(resp))
         return True
 
     def _record(self, req: MutationRequest, decision: Decision, status: int) -> None:
@@ -318,6 +327,22 @@ class PolicyProxy(LoopbackServer):
     @staticmethod
     def _forbidden(rp: ResourcePath, decision: Decision) -> bytes:
         return _status(403, "Forbidden", decision.message or "forbidden", kind=rp.resource, name=rp.name or "")
+
+
+def _payload(resp: Response) -> bytes:
+    if isinstance(resp.body, (bytes, bytearray)):
+        return bytes(resp.body)
+    if isinstance(resp.body, (dict, list)):
+        return json.dumps(resp.body, separators=(",", ":")).encode()
+    return str(resp.body).encode()
+
+
+def _proxy_target(target: str) -> tuple[str, str]:
+    """``[scheme:]name[:port]`` of a service proxy path: (name, port or "")."""
+    parts = target.split(":")
+    if len(parts) >= 3:
+        return parts[1], parts[2]
+    return parts[0], parts[1] if len(parts) > 1 else ""
 
 
 def _forward_headers(headers: dict[str, str]) -> dict[str, str]:

@@ -14,6 +14,12 @@ pod name each): 2,000 regular series x 1,440 samples (12 h at 30 s) cost 9.8 byt
 all included (8 for the value, ~0.5 of array growth slack, ~1.9 kB a series of labels,
 index and objects spread over its samples); off-grid series cost 18.4 bytes a sample.
 
+Scrapes. A scraper that appends the same series every scrape (one target's) can keep them in
+a :class:`Block`: a scrape is then one extend of the block's ``array('d')`` of rows, and the
+rows are moved into their series (one strided slice each, on the series' grid) when the store
+is next read — the twin's scrape appends thousands of series a tick and is read at the
+agent's pace.
+
 Retention. Samples older than ``head - retention`` are never returned, and are dropped from
 memory in sweeps (every ``retention / 16`` of data time), which also forget series left with
 no sample. ``max_series`` bounds the cardinality: a new series past it is refused.
@@ -248,6 +254,38 @@ class MetricMetadata:
     unit: str = ""
 
 
+class Block:
+    """Series a scraper appends together at every scrape (one target's), kept as rows — one
+    ``array('d')`` extend a scrape instead of one append a series — and moved into the series
+    when the store is next read (every read method flushes first). A scrape whose set of
+    series differs from the block's first flushes what the block holds."""
+
+    __slots__ = ("db", "refs", "times", "rows", "_source", "_width")
+
+    def __init__(self, db: TSDB) -> None:
+        self.db = db
+        self.refs: list[int] = []
+        self.times: list[int] = []
+        self.rows: array[float] = array("d")
+        self._source: object = None  # the caller's refs list the rows were appended with …
+        self._width = 0  # … and its length then (a list that only grows is unchanged at the same length)
+
+    def append(self, t: float, refs: Sequence[int], values: Sequence[float]) -> None:
+        """One scrape: ``values[i]`` of series ``refs[i]`` at ``t`` seconds."""
+        tm = round(t * 1000.0)
+        times = self.times
+        if not times or tm <= times[-1] or not (refs is self._source and len(refs) == self._width
+                                                 or refs == self.refs):
+            self.db._start_block(self, tm, refs)
+            times = self.times
+        times.append(tm)
+        self.rows.extend(values)
+        db = self.db
+        if db.head_ms is None or tm > db.head_ms:
+            db.head_ms = tm
+            db._maybe_sweep()
+
+
 class TSDB:
     """The store. Not thread-safe: the twin appends and queries under its world lock."""
 
@@ -267,6 +305,7 @@ class TSDB:
         # Labels of series forgotten by retention, by id: an appender holding an old ref
         # (a pod silent longer than retention that comes back) gets its series back.
         self._forgotten: dict[int, Labels] = {}
+        self._pending: dict[int, Block] = {}  # blocks holding rows not yet in their series
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -293,6 +332,7 @@ class TSDB:
     def append(self, labels: LabelsLike | int, t: float, value: float) -> int:
         """Append a sample at ``t`` seconds; returns the series ref for cheaper next appends.
         A sample older than the series' newest is refused; the same one again is ignored."""
+        self.flush()
         sid = labels if isinstance(labels, int) else self.ref(labels)
         s = self._series.get(sid)
         if s is None:  # (not `or`: an empty Series is falsy)
@@ -307,6 +347,7 @@ class TSDB:
     def append_many(self, t: float, samples: Iterable[tuple[LabelsLike | int, float]]) -> None:
         """One scrape: every sample at the same timestamp (the fast path for the twin's
         scraper: the time is converted and the head moved once)."""
+        self.flush()
         tm = to_ms(t)
         series = self._series
         for key, value in samples:
@@ -318,6 +359,47 @@ class TSDB:
         if self.head_ms is None or tm > self.head_ms:
             self.head_ms = tm
             self._maybe_sweep()
+
+    def block(self) -> Block:
+        """A :class:`Block` for a group of series a scraper appends together every scrape."""
+        return Block(self)
+
+    def _start_block(self, block: Block, tm: int, refs: Sequence[int]) -> None:
+        """``block`` is about to take a row that does not continue its rows: flush them."""
+        if block.times:
+            self._flush_block(block)
+        block.refs = list(refs)
+        block._source, block._width = refs, len(refs)
+        self._pending[id(block)] = block
+
+    def flush(self) -> None:
+        """Move every block's pending rows into their series (each read does it first)."""
+        if self._pending:
+            for block in list(self._pending.values()):
+                self._flush_block(block)
+
+    def _flush_block(self, block: Block) -> None:
+        times, rows, refs = block.times, block.rows, block.refs
+        block.times, block.rows = [], array("d")
+        self._pending.pop(id(block), None)
+        n, width = len(times), len(refs)
+        if not n or not width:
+            return
+        step = times[1] - times[0] if n > 1 else 0
+        regular = n == 1 or all(times[k + 1] - times[k] == step for k in range(n - 1))
+        series = self._series
+        for i, sid in enumerate(refs):
+            s = series.get(sid)
+            if s is None:
+                s = self._revive(sid)
+            col = rows[i::width]
+            have = len(s.values)
+            if (regular and s.times is None and have >= 2 and times[0] == s.t0 + have * s.step
+                    and (n == 1 or step == s.step)):
+                s.values.extend(col)  # on the series' grid: one copy
+                continue
+            for tm, v in zip(times, col):
+                s.append(tm, v)
 
     def set_metadata(self, metric: str, type: str, help: str = "", unit: str = "") -> None:
         self.metadata[metric] = MetricMetadata(type, help, unit)
@@ -332,6 +414,7 @@ class TSDB:
 
     def sweep(self) -> None:
         """Drop samples out of retention and the series left empty."""
+        self.flush()
         cutoff = self.min_time_ms
         for sid in list(self._series):
             s = self._series[sid]
@@ -380,16 +463,20 @@ class TSDB:
         return len(self._series)
 
     def num_samples(self) -> int:
+        self.flush()
         return sum(len(s.values) for s in self._series.values())
 
     def series(self, sid: int) -> Series:
+        self.flush()
         return self._series[sid]
 
     def all_series(self) -> Iterator[Series]:
+        self.flush()
         return iter(self._series.values())
 
     def select(self, matchers: Sequence[Matcher]) -> list[Series]:
         """Series matching every matcher, sorted by labels (as Prometheus returns them)."""
+        self.flush()
         candidates: set[int] | None = None
         rest: list[Matcher] = []
         # Narrow with the postings of matchers that cannot match a missing label, smallest
@@ -424,6 +511,7 @@ class TSDB:
                         start_ms: int | None, end_ms: int | None) -> list[Series]:
         """Series matching any of the matcher sets (all series for None) with at least one
         sample in ``[start, end]`` (either bound open when None)."""
+        self.flush()
         if matcher_sets is None:
             found: dict[int, Series] = dict(self._series)
         else:

@@ -22,6 +22,13 @@ class Admission(Protocol):
         ...
 
 
+class ExecRecorder(Protocol):
+    """What an admission may also offer (the server looks for it with ``getattr``): the outcome
+    of an exec or attach session whose request it recorded as ``action`` (its id, or None)."""
+
+    def record_exec(self, action: Optional[str], req: MutationRequest, outcome: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class Request:
     """What an extension handler sees: the authenticated request, body parsed as JSON."""
@@ -32,6 +39,8 @@ class Request:
     body: Any
     actor: str
     headers: dict[str, str] = field(default_factory=dict)
+    raw_query: str = ""  # the query string as sent (repeated parameters: Prometheus's match[])
+    raw_body: bytes = b""  # the body as sent (a form-encoded one is not JSON: ``body`` is None then)
 
 
 @dataclass
@@ -42,3 +51,9 @@ class Response:
 
 
 ExtensionHandler = Callable[[Request], Response]
+
+#: The API server's service proxy (``/api/v1/namespaces/{ns}/services/{name}:{port}/proxy/…``):
+#: called with the namespace, the Service's name, its port (as the path names it: a number, a
+#: port name or "") and the request, whose ``path`` is the path inside the service; None when
+#: nothing answers for that Service (the server then says so, as Kubernetes does).
+ServiceProxy = Callable[[str, str, str, Request], Optional[Response]]

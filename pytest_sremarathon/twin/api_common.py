@@ -92,6 +92,7 @@ class Ctx:
     actor: str
     conn: socket.socket
     release: Callable[[], None] = lambda: None  # let the think-time gate go (a stream, after its start)
+    raw_query: str = ""  # the query as sent (``query`` keeps one value per key; exec repeats ``command``)
 
     @property
     def accept(self) -> str:

@@ -193,7 +193,7 @@ class ObjectWrites:
             return
         used = {(s.get("spec") or {}).get("clusterIP") for s in self.store.list("Service")}
         if not spec.get("clusterIP"):
-            i = 10
+            i = 11  # 10.96.0.1 is the API server's, 10.96.0.10 the cluster DNS's
             while f"10.96.{i // 256}.{i % 256}" in used:
                 i += 1
             spec["clusterIP"] = f"10.96.{i // 256}.{i % 256}"

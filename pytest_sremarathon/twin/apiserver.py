@@ -14,9 +14,13 @@
   (see :mod:`.tables`; ages against the virtual clock);
 * watch (chunked NDJSON, resumption from a resourceVersion, 410 ``Expired``, BOOKMARKs,
   ``sendInitialEvents=true`` refused with 422 so clients fall back to list+watch);
-* subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log`` and
-  ``pods/eviction`` (``exec``/``attach``/``portforward`` answer 400 with an explanation);
-* extension handlers under path prefixes (``/sremarathon/v1/`` …), behind the same tokens.
+* subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log``, ``pods/eviction``,
+  and ``pods/exec``/``pods/attach`` over WebSocket into the simulated containers (see
+  :mod:`.api_exec`; ``portforward`` answers 400 with an explanation);
+* extension handlers under path prefixes (``/sremarathon/v1/`` …), behind the same tokens;
+* the service proxy (``/api/v1/namespaces/{ns}/services/[scheme:]{name}[:port]/proxy/…``, any
+  method) for the Services a ``service_proxy`` callable answers for (the ``monitoring``
+  namespace's: Prometheus …); other Services answer 503, an unknown one 404.
 
 One port speaks both plain HTTP (:attr:`ApiServer.url`) and TLS (:attr:`ApiServer.https_url`,
 sniffed from the first byte): kubectl only sends bearer tokens over TLS, so
@@ -66,7 +70,7 @@ from urllib.parse import parse_qsl, unquote
 
 from ..k8s.selectors import field_predicate, label_predicate
 from ..k8s.store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
-from ..serving.http import Admission, ExtensionHandler, Request, Response
+from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
 from ..serving.loopback import LoopbackServer
 from . import defaults, openapi, tables
 from .api_common import (
@@ -81,6 +85,7 @@ from .api_common import (
     rfc3339nano,
     truthy,
 )
+from .api_exec import PodExec, PodRuntime
 from .api_writes import ObjectWrites
 
 log = logging.getLogger(__name__)
@@ -99,16 +104,19 @@ class ClusterTelemetry(Protocol):
     def node_usage(self, node: str) -> tuple[int, int]: ...
 
 
-class ApiServer(ObjectWrites, LoopbackServer):
+class ApiServer(PodExec, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
+                 runtime: Optional[PodRuntime] = None) -> None:
         super().__init__("apiserver", host, port)
         self.store = store
+        self.runtime = runtime  # the containers exec and attach run in (None: they answer 400)
         self.tokens = dict(tokens)
         self.admission = admission
         self.telemetry = telemetry
         self.extensions = dict(sorted((extensions or {}).items(), key=lambda kv: -len(kv[0])))
+        self.service_proxy = service_proxy
         self._json_cache: dict[tuple[str, str, str], tuple[str, bytes]] = {}
         self._types: dict[tuple[str, str, str], ResourceType] = {
             (rt.group, rt.version, rt.plural): rt for rt in RESOURCE_TYPES}
@@ -175,7 +183,7 @@ class ApiServer(ObjectWrites, LoopbackServer):
                     return 200, JSON, self._static["/version"]
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             with self.gate(actor, method, path) as held:
-                ctx = Ctx(method, path, query, headers, body, actor, conn, held.release)
+                ctx = Ctx(method, path, query, headers, body, actor, conn, held.release, raw_query=qs)
                 return self._route(ctx)
         except Stream:
             raise
@@ -217,6 +225,8 @@ class ApiServer(ObjectWrites, LoopbackServer):
         ns: Optional[str] = None
         if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in self._namespaced_plurals.get((group, version), ()):
             ns, rest = rest[1], rest[2:]
+        if ns is not None and group == "" and len(rest) >= 3 and rest[0] == "services" and rest[2] == "proxy":
+            return self._service_proxy(ctx, ns, rest[1])
         plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
         if len(rest) > 3:
             raise no_such_path()
@@ -269,7 +279,9 @@ class ApiServer(ObjectWrites, LoopbackServer):
             if m == "GET":
                 return self._pod_log(ctx, ns or "", name)
             raise method_not_allowed()
-        if sub in ("exec", "attach", "portforward", "proxy") and rt.kind == "Pod":
+        if sub in ("exec", "attach", "portforward") and rt.kind == "Pod":
+            self._pod_stream(ctx, ns or "", name, sub)
+        if sub == "proxy" and rt.kind == "Pod":
             raise bad_request(f"pods/{sub} is not supported by the sremarathon twin: its containers are "
                                f"simulated; use pod logs, events and metrics instead")
         if sub == "eviction" and rt.kind == "Pod":
@@ -631,9 +643,37 @@ class ApiServer(ObjectWrites, LoopbackServer):
         return 200, JSON, dumps({"kind": item_kind + "List", "apiVersion": gv, "metadata": {}, "items": items})
 
     # -- extensions ------------------------------------------------------------------------------
+    def _request(self, ctx: Ctx, path: str) -> Request:
+        """The request an extension or proxied service sees: the body parsed when it is JSON or
+        YAML, and as sent either way."""
+        body = None
+        if ctx.raw_body and ctx.content_type != "application/x-www-form-urlencoded":
+            body = ctx.body()
+        return Request(ctx.method, path, dict(ctx.query), body, ctx.actor, dict(ctx.headers),
+                       raw_query=ctx.raw_query, raw_body=ctx.raw_body)
+
     def _extension(self, handler: ExtensionHandler, ctx: Ctx) -> tuple[int, str, bytes]:
-        body = ctx.body() if ctx.raw_body else None
-        resp = handler(Request(ctx.method, ctx.path, dict(ctx.query), body, ctx.actor, dict(ctx.headers)))
+        return self._encode(handler(self._request(ctx, ctx.path)))
+
+    def _service_proxy(self, ctx: Ctx, ns: str, target: str) -> tuple[int, str, bytes]:
+        """``…/services/[scheme:]name[:port]/proxy/<path>``: the Service's answer to ``<path>``."""
+        parts = target.split(":")
+        name, port = (parts[0], parts[1] if len(parts) > 1 else "") if len(parts) < 3 else (parts[1], parts[2])
+        with self.store.lock:
+            known = self.store.get("Service", ns, name) is not None
+        if not known:
+            raise object_not_found(BY_KIND["Service"], name)
+        inner = ctx.path[len(f"/api/v1/namespaces/{ns}/services/{target}/proxy"):] or "/"
+        resp = self.service_proxy(ns, name, port, self._request(ctx, inner)) if self.service_proxy else None
+        if resp is None:
+            raise ApiError(503, "ServiceUnavailable",
+                           f'error trying to reach service: the sremarathon twin proxies only the monitoring '
+                           f'namespace\'s services; {ns}/{name} is reached from inside the cluster '
+                           f'(its pods\' logs, events and metrics tell what it serves)')
+        return self._encode(resp)
+
+    @staticmethod
+    def _encode(resp: Response) -> tuple[int, str, bytes]:
         if isinstance(resp.body, (bytes, bytearray)):
             return resp.status, resp.content_type, bytes(resp.body)
         if isinstance(resp.body, str) and not resp.content_type.startswith("application/json"):

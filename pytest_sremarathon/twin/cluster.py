@@ -15,10 +15,12 @@ from ..k8s.objects import EventRecorder, pod_is_ready, set_condition
 from ..k8s.store import Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
+from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
 from .kubelet import Kubelet
 from .scheduler import ZONE, Scheduler
+from .scraper import DEFAULT_RETENTION, TwinScraper
 from .traffic import Network, ServiceStats, TrafficEngine
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
@@ -34,6 +36,7 @@ class TwinCluster:
     metrics: MetricStore = field(default_factory=MetricStore)
     surge: dict[str, float] = field(default_factory=dict)  # app namespace -> traffic multiplier
     last_stats: dict[tuple[str, str], ServiceStats] = field(default_factory=dict)
+    retention: float = DEFAULT_RETENTION  # seconds of series the cluster's Prometheus keeps
 
     def __post_init__(self) -> None:
         self.events = EventRecorder(self.store)
@@ -45,6 +48,11 @@ class TwinCluster:
         self.kubelet = Kubelet(self.store, self.events, self.artifacts, self.scheduler, self.traffic,
                                lambda node: self.network.node_zone.get(node, ""))
         self.traffic.kubelet = self.kubelet
+        self.scraper = TwinScraper(self.apps, self.store, self.kubelet, self.network, retention=self.retention)
+        self.prometheus = self.scraper.db  # the series the monitoring namespace's Prometheus serves
+        # What kubectl exec and attach run in, and the debug pods of utility images.
+        self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
+        self.kubelet.runtime = self.runtime
         self._ticks = 0
 
     # -- set-up ----------------------------------------------------------------------------
@@ -99,6 +107,8 @@ class TwinCluster:
             obj = apply_defaults(copy.deepcopy(obj))  # what the API server would have stored
             md = obj["metadata"]
             current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
+            if obj["kind"] == "Service":
+                self._cluster_ip(obj, current)
             if current is None:
                 return self.store.create(obj)
             new = copy.deepcopy(current)
@@ -111,6 +121,24 @@ class TwinCluster:
             if obj["kind"] == "Deployment" and "replicas" not in obj.get("spec", {}):
                 new["spec"]["replicas"] = current["spec"].get("replicas", 1)
             return self.store.replace(new, check_rv=False)
+
+    def _cluster_ip(self, svc: dict[str, Any], current: Optional[dict[str, Any]]) -> None:
+        """A ClusterIP Service's address, as the API server allocates it (and keeps it across
+        applies that leave it out): what its DNS name resolves to from the pods."""
+        spec = svc.setdefault("spec", {})
+        if spec.get("type") == "ExternalName" or spec.get("clusterIP") == "None":
+            return
+        if not spec.get("clusterIP"):
+            kept = ((current or {}).get("spec") or {}).get("clusterIP")
+            if kept:
+                spec["clusterIP"] = kept
+            else:
+                used = {(s.get("spec") or {}).get("clusterIP") for s in self.store.list("Service")}
+                i = 11  # 10.96.0.1 is the API server's, 10.96.0.10 the cluster DNS's
+                while f"10.96.{i // 256}.{i % 256}" in used:
+                    i += 1
+                spec["clusterIP"] = f"10.96.{i // 256}.{i % 256}"
+        spec["clusterIPs"] = [spec["clusterIP"]]
 
     # -- time ------------------------------------------------------------------------------
     def rps(self, app: AppSpec) -> float:
@@ -128,12 +156,15 @@ class TwinCluster:
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             self.last_stats = self.traffic.run(dt, self.rps)
-            self._record_metrics(now, dt)
+            traffic = self.scraper.scrape(now, dt, rng, self.traffic.samples)
+            self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:
                 self.events.expire()
 
-    def _record_metrics(self, now: datetime, dt: float) -> None:
+    def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:
+        """The per-service numbers the alert rules and the agent's telemetry endpoint read: the
+        request ones summed from the scrape's counts, the others from the containers."""
         per_service: dict[tuple[str, str], dict[str, float]] = {}
         for app in self.apps:
             for svc in app.services:
@@ -151,11 +182,11 @@ class TwinCluster:
             if key in per_service and pod_is_ready(pod) and self.network.node_up.get(pod["spec"].get("nodeName", ""), False):
                 per_service[key]["ready_pods"] += 1
         for (ns, svc), m in per_service.items():
-            s = self.last_stats.get((ns, svc))
+            s = traffic.get((ns, svc))
             if s is not None and s.requests > 0:
                 m["requests_per_second"] = s.requests / dt
                 m["error_ratio"] = s.errors / s.requests
-                m["latency_p50_ms"], m["latency_p99_ms"] = s.percentiles(0.5, 0.99)
+                m["latency_p50_ms"], m["latency_p99_ms"] = s.latency_ms()
             self.metrics.record(ns, svc, now, m)
 
     # -- ClusterTelemetry (for the API server) ---------------------------------------------

@@ -1,7 +1,13 @@
 """The kubelet of every twin node: starts containers from built artifacts, runs readiness and
 liveness probes against the handler code, restarts crashed containers with CrashLoopBackOff
 back-off, OOM-kills containers whose memory passes their limit, evicts pods from a node under
-disk pressure, keeps their logs, and writes pod status in the shape the real kubelet does."""
+disk pressure, keeps their logs, and writes pod status in the shape the real kubelet does.
+
+Images no artifact was built for fail to pull, except the well-known utility images the
+container runtime knows (:class:`ContainerRuntime`, ``twin/containers.py``: busybox, alpine,
+curlimages/curl, nicolaka/netshoot, nginx): their containers run their command in the exec
+shell, and end (``Completed``, the pod ``Succeeded`` or ``Failed`` under ``restartPolicy:
+Never``) when it exits."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ..k8s.objects import EventRecorder, pod_is_active, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
@@ -74,6 +80,10 @@ class Container:
     node: str = ""
     pod_name: str = ""
     namespace: str = ""
+    env: Optional[list[Any]] = None  # the process environment, composed when it started (ContainerRuntime)
+    main: Any = None  # a utility image's main process (ContainerRuntime); None for built artifacts
+    exit_code: Optional[int] = None  # state "terminated": how the main process exited …
+    finished_at: Optional[datetime] = None  # … and when
 
     def log(self, t: datetime, line: str) -> None:
         for part in line.splitlines() or [""]:
@@ -98,6 +108,31 @@ def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> t
     return True, ""  # exec probes: the twin treats the command as succeeding
 
 
+class ContainerRuntime(Protocol):
+    """What the kubelet asks of the container runtime beyond the built artifacts
+    (``twin/containers.py``)."""
+
+    def knows(self, image: str) -> bool:
+        """A utility image the runtime can run although no artifact was built for it."""
+        ...
+
+    def started(self, pod: dict[str, Any], spec: dict[str, Any], c: Container) -> None:
+        """A container just started: note what its process was started with (its environment)."""
+        ...
+
+    def start_main(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        """Start a utility container's main process (it may exit at once: :meth:`Kubelet.main_exited`)."""
+        ...
+
+    def tick_main(self, pod: dict[str, Any], c: Container, now: datetime) -> None:
+        """A kubelet pass over a running utility container (a process whose time is up exits)."""
+        ...
+
+    def probe(self, c: Container, probe: dict[str, Any]) -> tuple[bool, str]:
+        """A probe of a utility container (what its main process serves)."""
+        ...
+
+
 class Kubelet:
     def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: Scheduler,
                  router: Router, node_zone: Callable[[str], str]) -> None:
@@ -114,6 +149,7 @@ class Kubelet:
         self.disk_pressure: set[str] = set()  # nodes whose disk is filling up (a fault knob)
         self._pressured: set[str] = set()  # nodes this kubelet reported DiskPressure on
         self._evictions = 0
+        self.runtime: Optional[ContainerRuntime] = None  # utility images, environments (TwinCluster sets it)
 
     # -- public ----------------------------------------------------------------------------
     def container_of(self, namespace: str, pod: str) -> Optional[Container]:
@@ -131,16 +167,7 @@ class Kubelet:
             live_uids.add(uid)
             if not node or node not in up_nodes or not pod_is_active(pod):
                 continue
-            c = self.containers.get(uid)
-            if c is None:
-                spec = pod["spec"]["containers"][0]
-                labels = pod["metadata"].get("labels") or {}
-                c = Container(uid, spec["name"], spec.get("image", ""), app=pod["metadata"]["namespace"],
-                              service=labels.get("app", spec["name"]), zone=self.node_zone(node), node=node,
-                              pod_name=pod["metadata"]["name"], namespace=pod["metadata"]["namespace"],
-                              cpu_limit=cpu_millicores(((spec.get("resources") or {}).get("limits") or {}).get("cpu")))
-                self.containers[uid] = c
-                self.by_name[(c.namespace, c.pod_name)] = c
+            c = self.containers.get(uid) or self._container_for(pod, node)
             self._run(pod, c, now, dt)
         for uid in list(self.containers):
             if uid not in live_uids:
@@ -149,15 +176,57 @@ class Kubelet:
         if self.disk_pressure or self._pressured:
             self._disk_pressure(up_nodes, now)
 
+    def start_now(self, pod: dict[str, Any]) -> Optional[Container]:
+        """Start a scheduled pod's container at once, not at the next tick (a debug pod of a
+        utility image, created through the API during an agent's step). The caller checked that
+        its node is up."""
+        node = pod["spec"].get("nodeName")
+        if not node or not pod_is_active(pod):
+            return None
+        c = self.containers.get(pod["metadata"]["uid"]) or self._container_for(pod, node)
+        now = self.store.clock()
+        self._run(pod, c, now, 0.0)
+        if c.state == "running":
+            self._run(pod, c, now, 0.0)  # the first pass after the start: probes, readiness
+        return c
+
+    def main_exited(self, pod: dict[str, Any], c: Container, code: int, now: datetime) -> None:
+        """A utility container's main process exited with ``code``: restarted as the pod's
+        ``restartPolicy`` says (with CrashLoopBackOff back-off), or terminated for good."""
+        policy = pod["spec"].get("restartPolicy", "Always")
+        reason = "Completed" if code == 0 else "Error"
+        if policy == "Always" or (policy == "OnFailure" and code != 0):
+            self._crash(pod, c, now, "", reason, code)
+        else:
+            c.state, c.reason, c.message, c.ready = "terminated", reason, "", False
+            c.exit_code, c.finished_at = code, now
+        self._write_status(pod, pod["spec"]["containers"][0], c, now)
+
+    def _container_for(self, pod: dict[str, Any], node: str) -> Container:
+        spec = pod["spec"]["containers"][0]
+        labels = pod["metadata"].get("labels") or {}
+        c = Container(pod["metadata"]["uid"], spec["name"], spec.get("image", ""), app=pod["metadata"]["namespace"],
+                      service=labels.get("app", spec["name"]), zone=self.node_zone(node), node=node,
+                      pod_name=pod["metadata"]["name"], namespace=pod["metadata"]["namespace"],
+                      cpu_limit=cpu_millicores(((spec.get("resources") or {}).get("limits") or {}).get("cpu")))
+        self.containers[c.pod_uid] = c
+        self.by_name[(c.namespace, c.pod_name)] = c
+        return c
+
     # -- lifecycle -------------------------------------------------------------------------
     def _run(self, pod: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
         spec = pod["spec"]["containers"][0]
-        if c.state != "running":
+        if c.state == "terminated":
+            pass
+        elif c.state != "running":
             if c.next_start is None or now >= c.next_start:
                 self._start(pod, spec, c, now)
         else:
-            self._probe(pod, spec, c, now, dt)
-            self._check_memory(pod, spec, c, now)
+            if c.main is not None and self.runtime is not None:
+                self.runtime.tick_main(pod, c, now)
+            if c.state == "running":
+                self._probe(pod, spec, c, now, dt)
+                self._check_memory(pod, spec, c, now)
         self._write_status(pod, spec, c, now)
 
     def _artifact(self, image: str, app: str, service: str) -> Optional[Artifact]:
@@ -223,6 +292,9 @@ class Kubelet:
                                                 if a["type"] == "InternalIP"), "")
                 pod["status"]["startTime"] = iso(now)
         artifact = self._artifact(c.image, c.app, c.service)
+        if artifact is None and self.runtime is not None and self.runtime.knows(c.image):
+            self._start_utility(pod, spec, c, now)
+            return
         if artifact is None:
             reason = "ImagePullBackOff" if c.reason in ("ErrImagePull", "ImagePullBackOff") else "ErrImagePull"
             msg = f'rpc error: code = NotFound desc = failed to pull and unpack image "{c.image}": not found'
@@ -277,6 +349,36 @@ class Kubelet:
         c.ready = False
         c.liveness_failures = c.readiness_failures = 0
         c.log(now, f"INFO {c.service} listening on :8080")
+        if self.runtime is not None:
+            self.runtime.started(pod, spec, c)
+
+    def _start_utility(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        """A utility image (busybox, alpine, curl, netshoot, nginx): no code of ours, its command
+        runs in the exec shell (ContainerRuntime.start_main)."""
+        assert self.runtime is not None
+        node = pod["spec"]["nodeName"]
+        if (node, c.image) not in self.pulled:
+            self.pulled.add((node, c.image))
+            self.events.record(pod, "Normal", "Pulling", f'Pulling image "{c.image}"', "kubelet", node)
+            self.events.record(pod, "Normal", "Pulled", f'Successfully pulled image "{c.image}"', "kubelet", node)
+        config, problem = self._config(pod, spec)
+        if config is None:
+            self.events.record(pod, "Warning", "Failed", f"Error: {problem}", "kubelet", node)
+            self._back_off(c, now, "CreateContainerConfigError", problem)
+            return
+        if c.started_at is not None or c.last_termination is not None:
+            c.restarts += 1
+        c.previous_logs = list(c.logs) if c.last_termination else c.previous_logs
+        if c.last_termination:
+            c.logs.clear()
+        self.events.record(pod, "Normal", "Created", f"Created container {c.name}", "kubelet", node)
+        self.events.record(pod, "Normal", "Started", f"Started container {c.name}", "kubelet", node)
+        c.started_at = now
+        c.state, c.reason, c.message = "running", "", ""
+        c.ready = False
+        c.liveness_failures = c.readiness_failures = 0
+        self.runtime.started(pod, spec, c)
+        self.runtime.start_main(pod, spec, c, now)
 
     def _back_off(self, c: Container, now: datetime, reason: str, message: str) -> None:
         c.state, c.reason, c.message = "waiting", reason, message
@@ -296,11 +398,16 @@ class Kubelet:
                        f"pod={c.pod_name}_{c.namespace}({c.pod_uid})")
         self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet", c.node)
 
+    def _probe_ok(self, probe: dict[str, Any], spec: dict[str, Any], c: Container) -> tuple[bool, str]:
+        if c.main is not None and self.runtime is not None:
+            return self.runtime.probe(c, probe)
+        return _probe_target_ok(probe, spec)
+
     def _probe(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
         # Liveness: the process answers /healthz as long as it runs.
         liveness = spec.get("livenessProbe")
         if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
-            ok, why = _probe_target_ok(liveness, spec)
+            ok, why = self._probe_ok(liveness, spec, c)
             if not ok:
                 c.liveness_failures += max(1, int(dt // liveness.get("periodSeconds", 10)))
                 self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
@@ -320,7 +427,7 @@ class Kubelet:
             return
         if c.started_at and (now - c.started_at).total_seconds() < readiness.get("initialDelaySeconds", 0):
             return
-        ok, why = _probe_target_ok(readiness, spec)
+        ok, why = self._probe_ok(readiness, spec, c)
         if ok and "httpGet" in readiness and c.module is not None and callable(getattr(c.module, "ready", None)):
             timeout_ms = 1000.0 * readiness.get("timeoutSeconds", 1)
             weight = dt / max(1, readiness.get("periodSeconds", 10))
@@ -461,6 +568,11 @@ class Kubelet:
         if c.state == "running":
             cs["state"] = {"running": {"startedAt": iso(c.started_at or now)}}
             cs["containerID"] = self._container_id(c)
+        elif c.state == "terminated":
+            cs["state"] = {"terminated": {"exitCode": c.exit_code or 0, "reason": c.reason,
+                                          "startedAt": iso(c.started_at or now), "finishedAt": iso(c.finished_at or now),
+                                          "containerID": self._container_id(c)}}
+            cs["containerID"] = self._container_id(c)
         else:
             waiting: dict[str, Any] = {"reason": c.reason}
             if c.message:
@@ -468,13 +580,17 @@ class Kubelet:
             cs["state"] = {"waiting": waiting}
         cs["lastState"] = dict(c.last_termination) if c.last_termination else {}
         status["containerStatuses"] = [cs]
-        status["phase"] = "Running" if c.state == "running" else "Pending"
+        if c.state == "terminated":
+            status["phase"] = "Succeeded" if c.exit_code == 0 else "Failed"
+        else:
+            status["phase"] = "Running" if c.state == "running" else "Pending"
         ready = "True" if cs["ready"] else "False"
+        why = "PodCompleted" if c.state == "terminated" else "ContainersNotReady"
+        unready = "" if c.state == "terminated" else f"containers with unready status: [{c.name}]"
         set_condition(pod, "Initialized", "True", now)
-        set_condition(pod, "Ready", ready, now, "" if ready == "True" else "ContainersNotReady",
-                      "" if ready == "True" else f"containers with unready status: [{c.name}]")
-        set_condition(pod, "ContainersReady", ready, now, "" if ready == "True" else "ContainersNotReady",
-                      "" if ready == "True" else f"containers with unready status: [{c.name}]")
+        set_condition(pod, "Ready", ready, now, "" if ready == "True" else why, "" if ready == "True" else unready)
+        set_condition(pod, "ContainersReady", ready, now, "" if ready == "True" else why,
+                      "" if ready == "True" else unready)
         after = (status.get("phase"), status["containerStatuses"], status.get("conditions"))
         if after != before:
             self.store.touch(pod)

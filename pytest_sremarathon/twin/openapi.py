@@ -61,6 +61,9 @@ def _subresources(rt: ResourceType) -> list[dict[str, Any]]:
         subs.append({"name": "pods/eviction", **base, "group": "policy", "version": "v1", "kind": "Eviction",
                      "verbs": ["create"]})
         subs.append({"name": "pods/log", **base, "kind": "Pod", "verbs": ["get"]})
+        subs.append({"name": "pods/attach", **base, "kind": "PodAttachOptions", "verbs": ["create", "get"]})
+        subs.append({"name": "pods/exec", **base, "kind": "PodExecOptions", "verbs": ["create", "get"]})
+        subs.append({"name": "pods/portforward", **base, "kind": "PodPortForwardOptions", "verbs": ["create", "get"]})
     return subs
 
 

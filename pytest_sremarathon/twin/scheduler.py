@@ -60,24 +60,35 @@ class Scheduler:
         nodes = self.store.list("Node")
         usage = self._usage()
         for pod in sorted(pending, key=lambda p: p["metadata"]["creationTimestamp"]):
-            node, reasons = self._pick(pod, nodes, usage)
-            if node is None:
-                message = self._failure_message(len(nodes), reasons)
-                if set_condition(pod, "PodScheduled", "False", self.store.clock(), "Unschedulable", message):
-                    self.store.touch(pod)
-                self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
-                continue
-            name = node["metadata"]["name"]
-            pod["spec"]["nodeName"] = name
-            set_condition(pod, "PodScheduled", "True", self.store.clock())
-            self.store.touch(pod)
-            cpu, mem = pod_requests(pod)
-            u = usage.setdefault(name, [0, 0])
-            u[0] += cpu
-            u[1] += mem
-            self.events.record(pod, "Normal", "Scheduled",
-                               f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
-                               "default-scheduler")
+            self.schedule(pod, nodes, usage)
+
+    def schedule(self, pod: dict[str, Any], nodes: Optional[list[dict[str, Any]]] = None,
+                 usage: Optional[dict[str, list[int]]] = None) -> bool:
+        """Bind one pending pod to a node (or record why not); True when it was bound. The
+        reconcile pass calls it for every pending pod; a debug pod started at once, alone."""
+        if nodes is None:
+            nodes = self.store.list("Node")
+        if usage is None:
+            usage = self._usage()
+        node, reasons = self._pick(pod, nodes, usage)
+        if node is None:
+            message = self._failure_message(len(nodes), reasons)
+            if set_condition(pod, "PodScheduled", "False", self.store.clock(), "Unschedulable", message):
+                self.store.touch(pod)
+            self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+            return False
+        name = node["metadata"]["name"]
+        pod["spec"]["nodeName"] = name
+        set_condition(pod, "PodScheduled", "True", self.store.clock())
+        self.store.touch(pod)
+        cpu, mem = pod_requests(pod)
+        u = usage.setdefault(name, [0, 0])
+        u[0] += cpu
+        u[1] += mem
+        self.events.record(pod, "Normal", "Scheduled",
+                           f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
+                           "default-scheduler")
+        return True
 
     def _usage(self) -> dict[str, list[int]]:
         usage: dict[str, list[int]] = {}

@@ -15,7 +15,8 @@ import hashlib
 import json
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
@@ -32,6 +33,11 @@ INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
+# A request type whose outcome is uncertain (some of its requests fail, not all) gets at least
+# this many samples a tick, so the scrape's counts (counts.py) estimate its failure share from
+# enough handler runs; OUTCOME_DECAY is the weight of the newest tick in that judgement.
+UNCERTAIN_SAMPLES = 4
+OUTCOME_DECAY = 0.3
 MAX_TRACEBACKS_PER_TICK = 3
 
 
@@ -134,6 +140,10 @@ class TrafficEngine:
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
+        # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
+        # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
+        self.samples: list[tuple[str, str, str, Any, str, str, float, float]] = []
+        self._failing: dict[tuple[str, str], float] = {}  # (app, request type) -> recent failed share
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -202,13 +212,18 @@ class TrafficEngine:
         """Send one tick's sampled requests into every app; returns per-service stats."""
         self._pod_work.clear()
         self._pod_requests.clear()
+        self.samples = []
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
             for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
+                failing = self._failing.get((ns, mix.endpoint), 0.0)
+                if 0.02 < failing < 0.98:
+                    n = max(n, UNCERTAIN_SAMPLES)
                 self._weight = rps * share * dt / n
+                failed = 0
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -217,7 +232,9 @@ class TrafficEngine:
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError:
-                        pass
+                        failed += 1
+                if failed or failing:
+                    self._failing[(ns, mix.endpoint)] = failing + OUTCOME_DECAY * (failed / n - failing)
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
@@ -272,6 +289,65 @@ class TrafficEngine:
         self._stack, self._weight = saved_stack, saved_weight
         return Outcome(value=value, error=error, latency_ms=latency)
 
+    # -- requests from inside a container (kubectl exec, debug pods) -------------------------
+    def serve(self, target: Container, endpoint: str, payload: dict, rng: random.Random,
+              now: datetime) -> tuple[int, dict[str, Any], float]:
+        """One request from outside the sampled traffic (a ``curl`` in an exec, a debug pod's
+        ``wget``) into ``target``'s handler for ``endpoint``, answered as the runtime's HTTP
+        server answers it: (status, JSON body, latency in ms). The handler and its downstream
+        calls run as a sampled request's do (faults, partitions, DNS, latency), but nothing is
+        counted in the tick's statistics and the tick's random stream is left alone."""
+        ns, svc = target.namespace, target.service
+        me = self._component(ns, svc)
+        handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
+        if handler is None or target.ctx is None:
+            return 404, {"error": f"no handler for {endpoint!r}", "origin": me}, 0.0
+        frame = _Frame(target)
+        with self._aside(rng, now):
+            self._stack.append(frame)
+            try:
+                result = handler(target.ctx, payload)
+                status, body = 200, (result if isinstance(result, dict) else {"value": result})
+            except ServiceError as exc:
+                status = 404 if exc.status == 404 else 500
+                body = {"error": str(exc), "origin": me if exc.status == 404 else exc.origin}
+                self._log_error(target, endpoint, f"ERROR {endpoint}: upstream call failed: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the service's own bug: a 500 with a traceback
+                status, body = 500, {"error": "Internal Server Error", "origin": me}
+                self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
+                                key=type(exc).__name__)
+        latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms
+        return status, body, latency + self.network.pod_delay_ms.get(target.pod_uid, 0.0)
+
+    def ready(self, target: Container, rng: random.Random, now: datetime) -> tuple[bool, str, float]:
+        """``GET /readyz`` from inside a container: the module's ``ready(ctx)``, kept out of the
+        tick's statistics like :meth:`serve`. (ready, why not, latency in ms)."""
+        fn = getattr(target.module, "ready", None)
+        if not callable(fn) or target.ctx is None:
+            return True, "", 0.0
+        ctx = target.ctx
+        with self._aside(rng, now):
+            outcome = self.invoke(ctx, lambda: fn(ctx), weight=0.0)
+        ok = outcome.error is None and bool(outcome.value)
+        return ok, outcome.error or ("" if ok else "not ready"), outcome.latency_ms
+
+    @contextmanager
+    def _aside(self, rng: random.Random, now: datetime) -> Iterator[None]:
+        """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), fresh
+        per-service statistics and samples (thrown away: the scrape never counts them), its own
+        random stream, its own time."""
+        saved = self._stack, self._weight, self._rng, self._now, self.samples
+        stats = {key: ep.stats for key, ep in self._endpoints.items()}
+        for ep in self._endpoints.values():
+            ep.stats = ServiceStats()
+        self._stack, self._weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, []
+        try:
+            yield
+        finally:
+            self._stack, self._weight, self._rng, self._now, self.samples = saved
+            for key, ep in self._endpoints.items():
+                ep.stats = stats.get(key, ep.stats)
+
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
         assert self.kubelet is not None
@@ -296,22 +372,26 @@ class TrafficEngine:
         if not ep.port_ok:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
             self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        target = self._rng.choice(ep.by_zone.get(ctx.zone) or candidates)  # same zone first
+        pool = ep.by_zone.get(ctx.zone) or candidates  # same zone first
+        target = self._rng.choice(pool)
         hop = network.hop_ms(ctx.zone, target.zone)
         if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
@@ -323,6 +403,7 @@ class TrafficEngine:
             self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
             caller.downstream_ms += timeout_ms
             self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -354,8 +435,10 @@ class TrafficEngine:
             stats = ep.stats
             stats.requests += weight
             stats.latencies.append((latency, weight))
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, "200", latency, weight))
         else:
             self._record(ns, service, latency, failed=True, origin=error.origin)
+            self.samples.append((ns, service, endpoint, pool, target.pod_name, str(error.status), latency, weight))
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))

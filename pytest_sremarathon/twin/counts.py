@@ -1,0 +1,491 @@
+"""How many requests a scrape counts: the handler samples of a tick turned into the request
+counts, status codes and latencies of the traffic they stand for.
+
+The traffic engine (:mod:`.traffic`) runs a few sampled requests a tick through the apps' real
+handlers, each standing for ``weight`` real ones; a low-share endpoint gets about one sample a
+tick. Counting each sample ``weight`` times would make a scrape all-or-nothing (an endpoint
+failing 75 % of its requests would read 0 % or 100 % errors). Instead, for every
+(service, endpoint, pod) cell, each scrape draws:
+
+1. **How many requests.** Poisson with mean the cell's expected volume this tick. The volume
+   of a (service, endpoint) is the weighted count of its samples (the Horvitz-Thompson
+   estimate: exact for the entry service, whose sample weights are rate × share × dt / n), and
+   it is split over pods by the routing the samples saw, not by the pod each happened to pick:
+   a call choosing among k ready pods (same zone first) credits each of them 1/k of its weight
+   (the Rao-Blackwellised split, so two pods of a one-sample-a-tick service each show about
+   half the traffic in every scrape rather than all of it or none). Calls that failed before
+   reaching a pod (no ready endpoint, a broken port) form a cell of their own, without a pod.
+2. **Which status codes.** Multinomial over the cell's outcome probabilities: the weighted
+   share of each code among the cell's samples over a sliding window (up to :data:`WINDOW`
+   ticks), shrunk toward the (service, endpoint) shares with :data:`K_POD` pseudo-samples,
+   which are shrunk toward the service's with :data:`K_ENDPOINT`. The window restarts at a
+   change: when the newest samples' error share is implausible under the older ones' (a
+   Chernoff bound on the binomial tail below ``exp(-CHANGE_EVIDENCE)``), the older ticks are
+   dropped — a fault shows within a tick or two, a repair within a few minutes, and a steady
+   fault reads its steady share. While a window holds no error (nearly always), every share
+   is all 200s and nothing is estimated.
+3. **Which latencies.** The requests of each code are spread over the latencies of this
+   tick's samples of that pod and code (else of that code at the endpoint, else over the
+   window) by systematic sampling — one uniform: each sample's latency gets its expected share
+   of the requests, rounded up or down — and counted in fine bins (each classic ``le`` bucket
+   split in :data:`SUB_BINS`), which the exposition sums into its buckets and the service's
+   quantiles interpolate; ``_sum`` adds each request's latency.
+
+Every draw takes its uniforms from the tick's generator (seeded by the run's seed and the
+tick), so a run's counts follow from its seed and its events. Service-level numbers (the
+``MetricStore`` the alert rules read) are sums of the same draws.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Optional
+
+from .draws import multinomial, poisson, systematic
+
+#: Upper bounds (milliseconds) of the classic histogram buckets: runtime/metrics.py's BUCKETS.
+BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
+SUB_BINS = 8  # fine bins per classic bucket (log-spaced; linear in the first)
+WINDOW = 60  # ticks of samples the outcome shares are estimated over, at most (30 min at 30 s)
+K_POD = 2.0  # pseudo-samples shrinking a pod's shares toward its endpoint's
+K_ENDPOINT = 2.0  # ... and an endpoint's toward its service's
+CHANGE_EVIDENCE = 12.0  # n * KL(recent || older) beyond which the older samples are dropped
+CHANGE_MIN_OLDER = 6  # samples the older part needs before a change can be declared
+CHANGE_MIN_SHIFT = 0.05  # how far the newest tick's error share must be from the older ones' to test
+CHANGE_SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)  # recent parts tested, in ticks with samples
+OK = "200"
+NO_POD = ""
+ALL_OK: dict[str, float] = {OK: 1.0}
+
+
+def _edges() -> tuple[list[float], list[float]]:
+    """Upper and lower bounds of the fine bins (ms); bin ``i`` is ``(lower[i], upper[i]]``."""
+    upper: list[float] = []
+    lower: list[float] = []
+    lo = 0.0
+    for hi in (*BUCKETS_MS, 100000.0):
+        for j in range(1, SUB_BINS + 1):
+            if lo <= 0.0:
+                edge = hi * j / SUB_BINS
+            else:
+                edge = lo * (hi / lo) ** (j / SUB_BINS)
+            lower.append(upper[-1] if upper else 0.0)
+            upper.append(edge)
+        lo = hi
+    return upper, lower
+
+
+BIN_UPPER, BIN_LOWER = _edges()
+LAST_BIN = len(BIN_UPPER) - 1
+
+Entries = tuple[tuple[float, float], ...]  # (latency ms, weight) of a cell's samples
+
+
+class _Tick(NamedTuple):
+    """One tick's samples of one (service, endpoint): sample and error counts (the change
+    test), the weight that reached a pod, and per (pod, code) the weight, the count and the
+    samples' latencies. Immutable (tuples: once a collection has seen them, the garbage
+    collector leaves them alone — a window holds thousands)."""
+
+    tick: int
+    n: int
+    errors: int
+    w: float
+    cells: dict[tuple[str, str], tuple[float, int, Entries]]
+
+
+class _Endpoint:
+    """The window of one (namespace, service, endpoint): its ticks, and running totals of
+    their samples, errors and weight."""
+
+    __slots__ = ("ring", "n", "errors", "w")
+
+    def __init__(self) -> None:
+        self.ring: deque[_Tick] = deque()
+        self.n = 0
+        self.errors = 0
+        self.w = 0.0
+
+    def push(self, t: _Tick) -> None:
+        self.ring.append(t)
+        self.n += t.n
+        self.errors += t.errors
+        self.w += t.w
+
+    def _pop_oldest(self) -> None:
+        t = self.ring.popleft()
+        self.n -= t.n
+        self.errors -= t.errors
+        self.w -= t.w
+
+    def expire(self, tick: int) -> None:
+        ring = self.ring
+        while ring and ring[0].tick <= tick - WINDOW:
+            self._pop_oldest()
+
+    def detect_change(self) -> None:
+        """Drop the older ticks when the newest samples' error share is implausible under
+        theirs (see the module docstring). Only a newest tick that departs from the older
+        share can add evidence, so the test runs only then."""
+        ring = self.ring
+        newest = ring[-1]
+        n_o = self.n - newest.n
+        if n_o < CHANGE_MIN_OLDER:
+            return
+        p_o = (self.errors - newest.errors + 0.5) / (n_o + 1.0)
+        if abs(newest.errors / newest.n - p_o) < CHANGE_MIN_SHIFT:
+            return
+        best, keep = CHANGE_EVIDENCE, 0
+        n_r = e_r = 0
+        i = 0
+        size = len(ring)
+        for j in CHANGE_SPLITS:
+            if j >= size:
+                break
+            while i < j:
+                t = ring[size - 1 - i]
+                n_r += t.n
+                e_r += t.errors
+                i += 1
+            n_o = self.n - n_r
+            if n_o < CHANGE_MIN_OLDER:
+                break
+            p_o = (self.errors - e_r + 0.5) / (n_o + 1.0)
+            evidence = n_r * _kl(e_r / n_r, p_o)
+            if evidence > best:
+                best, keep = evidence, j
+        while keep and len(ring) > keep:
+            self._pop_oldest()
+
+    def sums(self) -> dict[tuple[str, str], list[float]]:
+        """(pod, code) -> [weight, samples] over the window."""
+        out: dict[tuple[str, str], list[float]] = {}
+        for t in self.ring:
+            for key, (w, n, _entries) in t.cells.items():
+                acc = out.get(key)
+                if acc is None:
+                    out[key] = [w, float(n)]
+                else:
+                    acc[0] += w
+                    acc[1] += n
+        return out
+
+    def entries(self, code: Optional[str], newest_only: bool) -> list[tuple[float, float]]:
+        """The latencies of the samples with ``code`` (None: any) at any pod, this tick's
+        (``newest_only``) or the whole window's."""
+        out: list[tuple[float, float]] = []
+        for t in reversed(self.ring):
+            for (_p, k), c in t.cells.items():
+                if code is None or k == code:
+                    out.extend(c[2])
+            if newest_only:
+                break
+        return out
+
+
+def _kl(a: float, b: float) -> float:
+    """Kullback-Leibler divergence of Bernoulli(a) from Bernoulli(b), 0 < b < 1."""
+    out = 0.0
+    if a > 0.0:
+        out += a * math.log(a / b)
+    if a < 1.0:
+        out += (1.0 - a) * math.log((1.0 - a) / (1.0 - b))
+    return out
+
+
+# -- what a scrape draws ------------------------------------------------------------------------
+
+class CellDraw:
+    """One (namespace, service, endpoint, pod) cell's requests in one scrape: ``total``, per
+    code, per classic bucket (not cumulative; ``first`` is the lowest with any) and per fine
+    bin, and their summed latency (seconds). ``pod`` is "" for requests that failed before
+    reaching a pod."""
+
+    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "fine",
+                 "seconds")
+
+    def __init__(self, namespace: str, service: str, endpoint: str, pod: str, total: int = 0) -> None:
+        self.namespace = namespace
+        self.service = service
+        self.endpoint = endpoint
+        self.pod = pod
+        self.total = total
+        self.codes: dict[str, int] = {}
+        self.buckets = [0] * (len(BUCKETS_MS) + 1)
+        self.first = len(BUCKETS_MS)
+        self.fine: dict[int, int] = {}
+        self.seconds = 0.0
+
+    def __repr__(self) -> str:
+        return (f"CellDraw({self.namespace}/{self.service} {self.endpoint} pod={self.pod!r} "
+                f"total={self.total} codes={self.codes})")
+
+
+Sample = tuple[str, str, str, Any, str, str, float, float]
+"""(namespace, service, endpoint, pool, pod, code, latency ms, weight): one handler sample.
+``pool`` is the list of containers the call chose its pod from (None before routing)."""
+
+
+class CountModel:
+    """The windows of every (service, endpoint) and the draws of each scrape."""
+
+    def __init__(self) -> None:
+        self._endpoints: dict[tuple[str, str, str], _Endpoint] = {}
+        self._by_service: dict[tuple[str, str], list[_Endpoint]] = {}
+        self._tick = 0
+
+    def draw(self, samples: Iterable[Sample], rng: random.Random,
+             pod_of: Optional[Callable[[Any], str]] = None) -> list[CellDraw]:
+        """Ingest one tick's samples and draw the tick's counts for every cell that had
+        traffic. ``pod_of(container)`` names a pool member's pod (default: ``.pod_name``)."""
+        self._tick += 1
+        tick = self._tick
+        ticks, volume = _ingest(tick, samples)
+        for window in self._endpoints.values():
+            window.expire(tick)
+        for key, t in ticks.items():
+            found = self._endpoints.get(key)
+            if found is None:
+                found = self._endpoints[key] = _Endpoint()
+                self._by_service.setdefault(key[:2], []).append(found)
+            found.push(t)
+            if t.errors or found.errors:
+                found.detect_change()
+        pods_by_ep = _volumes(volume, pod_of or _pod_name)
+        service_shares: dict[tuple[str, str], dict[str, float]] = {}
+        sums: dict[int, dict[tuple[str, str], list[float]]] = {}
+        out: list[CellDraw] = []
+        for key in sorted(ticks):
+            ns, svc, ep = key
+            window = self._endpoints[key]
+            now = ticks[key]
+            own_sums: dict[tuple[str, str], list[float]] = {}
+            if not window.errors:
+                endpoint_shares = ALL_OK
+            else:
+                shares_s = service_shares.get((ns, svc))
+                if shares_s is None:
+                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, sums)
+                own_sums = self._sums(window, sums)
+                endpoint_shares = _endpoint_shares(own_sums, shares_s)
+            fallback: dict[str, list[tuple[float, float]]] = {}
+            pods = pods_by_ep[key]
+            for pod in sorted(pods):
+                total = poisson(rng, pods[pod])
+                if total <= 0:
+                    continue
+                drawn = CellDraw(ns, svc, ep, pod, total=total)
+                if pod == NO_POD:  # failed before routing: what this tick's routing did, nothing else
+                    shares = _normalised({code: c[0] for (p, code), c in now.cells.items() if p == NO_POD})
+                elif endpoint_shares is ALL_OK:
+                    shares = ALL_OK
+                else:
+                    shares = _pod_shares(own_sums, pod, endpoint_shares)
+                if len(shares) == 1:
+                    codes, counts = list(shares), [total]
+                else:
+                    codes = sorted(shares, key=lambda c: (-shares[c], c))
+                    counts = multinomial(rng, total, [shares[c] for c in codes])
+                for code, count in zip(codes, counts):
+                    if not count:
+                        continue
+                    drawn.codes[code] = count
+                    cell = now.cells.get((pod, code))
+                    if cell is not None:
+                        entries: Sequence[tuple[float, float]] = cell[2]
+                    else:
+                        got = fallback.get(code)
+                        if got is None:
+                            got = fallback[code] = (window.entries(code, True) or window.entries(code, False)
+                                                    or window.entries(None, True) or [(0.0, 1.0)])
+                        entries = got
+                    _latencies(rng, entries, count, drawn)
+                out.append(drawn)
+        return out
+
+    # -- estimates ---------------------------------------------------------------------------
+    @staticmethod
+    def _sums(window: _Endpoint, cache: dict[int, dict[tuple[str, str], list[float]]]) -> dict[tuple[str, str], list[float]]:
+        got = cache.get(id(window))
+        if got is None:
+            got = cache[id(window)] = window.sums()
+        return got
+
+    def _service_shares(self, ns: str, svc: str, cache: dict[int, dict[tuple[str, str], list[float]]]) -> dict[str, float]:
+        """The weighted share of each code over the service's endpoints' windows."""
+        acc: dict[str, float] = {}
+        for window in self._by_service[(ns, svc)]:
+            if not window.errors:
+                acc[OK] = acc.get(OK, 0.0) + window.w
+                continue
+            for (pod, code), (w, _n) in self._sums(window, cache).items():
+                if pod != NO_POD:
+                    acc[code] = acc.get(code, 0.0) + w
+        return _normalised(acc)
+
+
+def _ingest(tick: int, samples: Iterable[Sample]) -> tuple[dict[tuple[str, str, str], _Tick],
+                                                            dict[tuple[str, str, str, int], list[Any]]]:
+    """One tick's samples per (service, endpoint) and (pod, code), and the weight of each
+    routing pool they chose from."""
+    groups: dict[tuple[str, str, str, str, str, int], list[Any]] = {}  # -> [pool, weight, samples, {ms: weight}]
+    for ns, svc, ep, pool, pod, code, ms, w in samples:  # one dict lookup a sample: the hot loop
+        key = (ns, svc, ep, pod, code, id(pool))
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [pool, w, 1, {ms: w}]
+        else:
+            g[1] += w
+            g[2] += 1
+            lat = g[3]  # (a pod serves most calls of a tick in the same time: few distinct latencies)
+            lat[ms] = lat.get(ms, 0.0) + w
+    volume: dict[tuple[str, str, str, int], list[Any]] = {}  # (ns, svc, ep, id(pool)) -> [pool, weight, pod]
+    merged: dict[tuple[str, str, str, str, str], list[Any]] = {}  # -> [weight, samples, {ms: weight}]
+    for (ns, svc, ep, pod, code, pk), (pool, w, n, lat) in groups.items():
+        vk = (ns, svc, ep, pk)
+        v = volume.get(vk)
+        if v is None:
+            volume[vk] = [pool, w, pod]
+        else:
+            v[1] += w
+        ck = (ns, svc, ep, pod, code)
+        m = merged.get(ck)
+        if m is None:
+            merged[ck] = [w, n, lat]
+        else:
+            m[0] += w
+            m[1] += n
+            into = m[2] = dict(m[2])
+            for ms, x in lat.items():
+                into[ms] = into.get(ms, 0.0) + x
+    cells: dict[tuple[str, str, str], dict[tuple[str, str], tuple[float, int, Entries]]] = {}
+    for (ns, svc, ep, pod, code), (w, n, entries) in merged.items():
+        per = cells.get((ns, svc, ep))
+        if per is None:
+            per = cells[(ns, svc, ep)] = {}
+        per[(pod, code)] = (w, n, tuple(entries.items()))
+    ticks: dict[tuple[str, str, str], _Tick] = {}
+    for where, per in cells.items():
+        n_all = errors = 0
+        w_pods = 0.0
+        for (pod, code), (w, n, _entries) in per.items():
+            n_all += n
+            if code != OK:
+                errors += n
+            if pod != NO_POD:
+                w_pods += w
+        ticks[where] = _Tick(tick, n_all, errors, w_pods, per)
+    return ticks, volume
+
+
+def _volumes(volume: dict[tuple[str, str, str, int], list[Any]],
+             name_of: Callable[[Any], str]) -> dict[tuple[str, str, str], dict[str, float]]:
+    """Per (service, endpoint), each pod's expected requests: a call's weight split evenly
+    over the pods it chose among (the Rao-Blackwellised routing)."""
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    for (ns, svc, ep, _pk), (pool, w, pod) in volume.items():
+        pods = out.get((ns, svc, ep))
+        if pods is None:
+            pods = out[(ns, svc, ep)] = {}
+        if pool is None:
+            pods[pod] = pods.get(pod, 0.0) + w
+            continue
+        share = w / len(pool)
+        for c in pool:
+            name = name_of(c)
+            pods[name] = pods.get(name, 0.0) + share
+    return out
+
+
+def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: int, cell: CellDraw) -> None:
+    """Spread ``k`` requests over the samples' latencies, into fine and classic bins."""
+    counts = systematic(rng, k, [w for _ms, w in entries]) if len(entries) > 1 else (k,)
+    buckets, fine = cell.buckets, cell.fine
+    ms_total = 0.0
+    first = cell.first
+    for (ms, _w), c in zip(entries, counts):
+        if c:
+            b = bisect_left(BIN_UPPER, ms)
+            if b > LAST_BIN:
+                b = LAST_BIN
+            bucket = b // SUB_BINS
+            buckets[bucket] += c
+            if bucket < first:
+                first = bucket
+            fine[b] = fine.get(b, 0) + c
+            ms_total += c * ms
+    cell.first = first
+    cell.seconds += ms_total / 1000.0
+
+
+def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    n = 0.0
+    for (pod, code), (w, k) in sums.items():
+        if pod != NO_POD:
+            weights[code] = weights.get(code, 0.0) + w
+            n += k
+    return _shrunk(_normalised(weights), n, service, K_ENDPOINT)
+
+
+def _pod_shares(sums: dict[tuple[str, str], list[float]], pod: str, endpoint: dict[str, float]) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    n = 0.0
+    for (p, code), (w, k) in sums.items():
+        if p == pod:
+            weights[code] = w
+            n += k
+    return _shrunk(_normalised(weights), n, endpoint, K_POD)
+
+
+def _pod_name(c: Any) -> str:
+    return str(c.pod_name)
+
+
+def _normalised(weights: dict[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    if total <= 0:
+        return {}
+    return {k: v / total for k, v in weights.items() if v > 0}
+
+
+def _shrunk(own: dict[str, float], n: float, prior: dict[str, float], k: float) -> dict[str, float]:
+    """``(n * own + k * prior) / (n + k)``; either side alone when the other is empty."""
+    if not prior:
+        return own or {OK: 1.0}
+    if not own or n <= 0:
+        return prior
+    if own == prior:
+        return own
+    total = n + k
+    out = {c: n * v / total for c, v in own.items()}
+    for c, v in prior.items():
+        out[c] = out.get(c, 0.0) + k * v / total
+    return out
+
+
+def quantiles(fine: dict[int, float], qs: Sequence[float]) -> list[float]:
+    """Quantiles (ms) of requests counted per fine bin, linear within a bin (the fine bins are
+    narrow: a quantile is within a few percent of the samples')."""
+    total = sum(fine.values())
+    if total <= 0:
+        return [0.0 for _ in qs]
+    order = sorted(fine)
+    out: list[float] = []
+    for q in qs:
+        rank = q * total
+        acc = 0.0
+        value = BIN_UPPER[order[-1]]
+        for b in order:
+            c = fine[b]
+            if acc + c >= rank:
+                lo, hi = BIN_LOWER[b], BIN_UPPER[b]
+                value = lo + (hi - lo) * ((rank - acc) / c if c else 1.0)
+                break
+            acc += c
+        out.append(value)
+    return out

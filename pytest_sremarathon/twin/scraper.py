@@ -1,0 +1,299 @@
+"""The twin's Prometheus scrape: every scrape interval (the tick), the series a kube-prometheus
+stack would hold, appended to the cluster's :class:`~pytest_sremarathon.prometheus.TSDB`.
+
+* every application pod (job = its Service): ``http_requests_total`` and
+  ``http_request_duration_seconds`` per endpoint, counted from the tick's handler samples as
+  :mod:`.counts` draws them; a datastore pod exports its exporter's series instead
+  (``redis_commands_total`` … with connections and the time its commands took);
+* cAdvisor per container and kube-state-metrics per object (:mod:`..monitoring.kube_state`);
+* ``up`` per target (:mod:`..monitoring.targets`): a pod's target is down while its container
+  is not running or its node is down — its series are then not appended, as a failed scrape
+  appends nothing.
+
+A pod's counters live as long as its process: a restarted container starts from zero (a
+counter reset, which ``rate()`` handles). What the service-level numbers of the
+:class:`~pytest_sremarathon.metrics.MetricStore` (requests/s, error ratio, latency quantiles)
+say is summed from the same draws.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import accumulate
+from operator import add
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..monitoring.catalog import (
+    DATASTORES,
+    HTTP_DURATION,
+    HTTP_REQUESTS,
+    LE,
+    SLO_P99,
+    datastore_flavour,
+    datastore_names,
+    declare,
+)
+from ..monitoring.kube_state import KSM_INSTANCE, KSM_JOB, ContainerUsage, KubeState, kubelet_instance
+from ..monitoring.targets import ScrapeTargets, TargetState, prometheus_self
+from ..prometheus import TSDB
+from .counts import OK, CellDraw, CountModel, Sample, quantiles
+
+if TYPE_CHECKING:
+    from ..apps import AppSpec
+    from ..k8s.store import Store
+    from .kubelet import Container, Kubelet
+    from .traffic import Network
+
+DEFAULT_RETENTION = 24 * 3600.0  # the whole default marathon (12 h) and its warm-up
+
+
+class _Exposition:
+    """The counters one process exposes: series refs and current values, by key."""
+
+    __slots__ = ("labels", "refs", "values", "index", "generation", "endpoints", "block")
+
+    def __init__(self, db: TSDB, labels: dict[str, str], generation: int) -> None:
+        self.block = db.block()
+        self.labels = labels
+        self.refs: list[int] = []
+        self.values: list[float] = []
+        self.index: dict[tuple[str, ...], int] = {}
+        self.generation = generation
+        # endpoint -> (first bucket, _sum, _count, {code: http_requests_total}) positions
+        self.endpoints: dict[str, tuple[int, int, int, dict[str, int]]] = {}
+
+    def slot(self, db: TSDB, key: tuple[str, ...], labels: dict[str, str], width: int = 1) -> int:
+        """Position of the series ``key`` (``width`` consecutive series: a histogram's buckets)."""
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.refs)
+            if width == 1:
+                self.refs.append(db.ref({**self.labels, **labels}))
+            else:
+                name = labels["__name__"]
+                for le in LE:
+                    self.refs.append(db.ref({**self.labels, **labels, "__name__": name, "le": le}))
+            self.values.extend([0.0] * width)
+        return i
+
+    def reset(self, generation: int) -> None:
+        for i in range(len(self.values)):
+            self.values[i] = 0.0
+        self.generation = generation
+
+
+@dataclass
+class ServiceTraffic:
+    """One service's requests in one scrape, summed over its cells."""
+
+    requests: int = 0
+    errors: int = 0
+    fine: dict[int, float] = field(default_factory=dict)
+
+    def latency_ms(self) -> tuple[float, float]:
+        p50, p99 = quantiles(self.fine, (0.5, 0.99))
+        return p50, p99
+
+
+class TwinScraper:
+    """Records one cluster's series into ``db`` every :meth:`scrape`."""
+
+    def __init__(self, apps: list[AppSpec], store: Store, kubelet: Kubelet, network: Network,
+                 retention: float = DEFAULT_RETENTION, interval: float = 30.0) -> None:
+        self.apps = {a.namespace: a for a in apps}
+        self.store = store
+        self.kubelet = kubelet
+        self.network = network
+        self.db = TSDB(retention=retention)
+        declare(self.db)
+        self.model = CountModel()
+        self.kube_state = KubeState(self.db)
+        self.targets = ScrapeTargets(self.db, interval=f"{interval:g}s")
+        self._pods: dict[str, _Exposition] = {}  # pod uid -> its process's counters
+        self._no_pod: dict[tuple[str, str], _Exposition] = {}  # (ns, service): calls that reached no pod
+        self._cpu: dict[str, list[float]] = {}  # pod uid -> [cpu seconds, restarts at the last reset]
+        self._ips: dict[str, str] = {}  # pod uid -> pod IP
+        self._target_states: dict[str, tuple[bool, TargetState]] = {}  # pod uid -> (up, its target)
+        self._flavours: dict[tuple[str, str], str] = {}
+        self._clients: dict[tuple[str, str], list[str]] = {}  # datastore -> the services that call it
+        self._slo_refs: list[int] = []  # the services' latency objectives (a recording rule's output)
+        self._slo_values: list[float] = []
+        self._slo_block = self.db.block()
+        for ns, app in self.apps.items():
+            for svc, spec in app.services.items():
+                if spec.slo_p99_ms:
+                    self._slo_refs.append(self.db.ref({"__name__": SLO_P99, "namespace": ns, "service": svc}))
+                    self._slo_values.append(spec.slo_p99_ms / 1000.0)
+                if spec.datastore:
+                    self._flavours[(ns, svc)] = datastore_flavour(spec.datastore)
+                    self._clients[(ns, svc)] = sorted(s for s, sp in app.services.items() if svc in sp.calls)
+
+    # -- one scrape ----------------------------------------------------------------------------
+    def scrape(self, now: datetime, dt: float, rng: random.Random,
+               samples: Iterable[Sample]) -> dict[tuple[str, str], ServiceTraffic]:
+        """Draw this tick's counts, append every series at ``now``; the per-service sums."""
+        containers = self.kubelet.containers
+        by_name = self.kubelet.by_name
+        node_up = self.network.node_up
+        cells = self.model.draw(samples, rng)
+        traffic: dict[tuple[str, str], ServiceTraffic] = {}
+        for cell in cells:
+            key = (cell.namespace, cell.service)
+            st = traffic.get(key)
+            if st is None:
+                st = traffic[key] = ServiceTraffic()
+            st.requests += cell.total
+            st.errors += cell.total - cell.codes.get(OK, 0)
+            for b, count in cell.fine.items():
+                st.fine[b] = st.fine.get(b, 0.0) + count
+            if cell.pod == "":
+                self._count(self._no_pod_exposition(cell), cell, key)
+                continue
+            served_by = by_name.get((cell.namespace, cell.pod))
+            if served_by is not None:
+                self._count(self._exposition(served_by), cell, key)
+        t = now.timestamp()
+        targets: list[TargetState] = []
+        usage: list[ContainerUsage] = []
+        live: set[str] = set()
+        running: dict[tuple[str, str], int] = {}
+        for c in containers.values():
+            if c.state == "running":
+                running[(c.namespace, c.service)] = running.get((c.namespace, c.service), 0) + 1
+        for uid, c in containers.items():
+            if c.namespace not in self.apps:
+                continue
+            live.add(uid)
+            up = c.state == "running" and node_up.get(c.node, False)
+            cpu = self._cpu.get(uid)
+            if cpu is None or cpu[1] != c.restarts:
+                cpu = self._cpu[uid] = [0.0, float(c.restarts)]
+            if c.state == "running":
+                cpu[0] += c.cpu_millicores * dt / 1000.0
+                if up:
+                    usage.append(ContainerUsage(c.namespace, c.pod_name, c.name, c.node, c.image, cpu[0],
+                                                float(self.kubelet.memory_of(c))))
+            ip = self._ip(uid, c)
+            if not ip:
+                continue
+            ex = self._exposition(c)
+            flavour = self._flavours.get((c.namespace, c.service))
+            port = DATASTORES[flavour][1] if flavour else 8080
+            targets.append(self._target(c, ip, port, up, node_up))
+            if up:
+                if flavour:
+                    self._datastore_gauges(ex, c, flavour, running)
+                ex.block.append(t, ex.refs, ex.values)
+        for uid in [u for u in self._pods if u not in live]:
+            del self._pods[uid]
+            self._cpu.pop(uid, None)
+            self._ips.pop(uid, None)
+            self._target_states.pop(uid, None)
+        for ex in self._no_pod.values():
+            ex.block.append(t, ex.refs, ex.values)
+        for node in sorted(node_up):
+            targets.append(TargetState("kubelet", kubelet_instance(node), "serviceMonitor/monitoring/kubelet/1",
+                                       f"https://{kubelet_instance(node)}/metrics/cadvisor", bool(node_up[node]),
+                                       (("node", node), ("metrics_path", "/metrics/cadvisor")),
+                                       "" if node_up[node] else f"Get \"https://{kubelet_instance(node)}/metrics/"
+                                                                f"cadvisor\": context deadline exceeded"))
+        targets.append(TargetState(KSM_JOB, KSM_INSTANCE, "serviceMonitor/monitoring/kube-state-metrics/0",
+                                   f"http://{KSM_INSTANCE}/metrics", True, (("namespace", "monitoring"),)))
+        targets.append(prometheus_self())
+        self._slo_block.append(t, self._slo_refs, self._slo_values)
+        self.targets.collect(t, targets)
+        self.kube_state.collect(t, self.store, usage)
+        return traffic
+
+    # -- counters ------------------------------------------------------------------------------
+    def _exposition(self, c: Container) -> _Exposition:
+        ex = self._pods.get(c.pod_uid)
+        if ex is None:
+            ip = self._ip(c.pod_uid, c)
+            flavour = self._flavours.get((c.namespace, c.service))
+            port = DATASTORES[flavour][1] if flavour else 8080
+            labels = {"namespace": c.namespace, "service": c.service, "pod": c.pod_name, "job": c.service,
+                      "instance": f"{ip}:{port}" if ip else c.pod_name}
+            if not flavour:
+                labels["container"] = c.name
+            ex = self._pods[c.pod_uid] = _Exposition(self.db, labels, c.restarts)
+        elif ex.generation != c.restarts:  # a new process: its counters start again
+            ex.reset(c.restarts)
+        return ex
+
+    def _no_pod_exposition(self, cell: CellDraw) -> _Exposition:
+        key = (cell.namespace, cell.service)
+        ex = self._no_pod.get(key)
+        if ex is None:
+            ex = self._no_pod[key] = _Exposition(self.db, {"namespace": cell.namespace, "service": cell.service,
+                                                           "job": cell.service}, 0)
+        return ex
+
+    def _count(self, ex: _Exposition, cell: CellDraw, key: tuple[str, str]) -> None:
+        db, values = self.db, ex.values
+        flavour = self._flavours.get(key)
+        if flavour is not None and cell.pod:
+            prefix, _port, label, commands = DATASTORES[flavour]
+            cmd = commands.get(cell.endpoint, cell.endpoint)
+            commands_name, seconds_name, _, _ = datastore_names(prefix)
+            i = ex.slot(db, ("commands", cmd), {"__name__": commands_name, label: cmd})
+            values[i] += cell.total
+            j = ex.slot(db, ("seconds", cmd), {"__name__": seconds_name, label: cmd})
+            values[j] += cell.seconds
+            return
+        ep = cell.endpoint
+        slots = ex.endpoints.get(ep)
+        if slots is None:
+            slots = ex.endpoints[ep] = (
+                ex.slot(db, ("buckets", ep), {"__name__": HTTP_DURATION + "_bucket", "endpoint": ep}, width=len(LE)),
+                ex.slot(db, ("sum", ep), {"__name__": HTTP_DURATION + "_sum", "endpoint": ep}),
+                ex.slot(db, ("count", ep), {"__name__": HTTP_DURATION + "_count", "endpoint": ep}), {})
+        first, i_sum, i_count, codes = slots
+        for code, n in cell.codes.items():
+            at = codes.get(code)
+            if at is None:
+                at = codes[code] = ex.slot(db, ("requests", ep, code),
+                                           {"__name__": HTTP_REQUESTS, "endpoint": ep, "code": code})
+            values[at] += n
+        lo, hi = first + cell.first, first + len(LE)  # the cumulative buckets that move, in C loops
+        values[lo:hi] = map(add, values[lo:hi], accumulate(cell.buckets[cell.first:]))
+        values[i_sum] += cell.seconds
+        values[i_count] += cell.total
+
+    def _datastore_gauges(self, ex: _Exposition, c: Container, flavour: str, running: dict[tuple[str, str], int]) -> None:
+        prefix = DATASTORES[flavour][0]
+        clients = sum(running.get((c.namespace, svc), 0) for svc in self._clients.get((c.namespace, c.service), []))
+        i = ex.slot(self.db, ("up",), {"__name__": f"{prefix}_up"})
+        ex.values[i] = 1.0
+        _, _, name, extra = datastore_names(prefix)
+        i = ex.slot(self.db, ("connections",), {"__name__": name, **extra})
+        ex.values[i] = float(clients)
+
+    def _target(self, c: Container, ip: str, port: int, up: bool, node_up: dict[str, bool]) -> TargetState:
+        hit = self._target_states.get(c.pod_uid)
+        if hit is not None and hit[0] == up:
+            return hit[1]
+        state = TargetState(c.service, f"{ip}:{port}", f"serviceMonitor/monitoring/{c.service}/0",
+                            f"http://{ip}:{port}/metrics", up,
+                            (("namespace", c.namespace), ("pod", c.pod_name), ("service", c.service)),
+                            "" if up else _down_reason(c, node_up))
+        self._target_states[c.pod_uid] = (up, state)
+        return state
+
+    def _ip(self, uid: str, c: Container) -> str:
+        ip = self._ips.get(uid)
+        if ip is None:
+            pod: Optional[dict[str, Any]] = self.store.get("Pod", c.namespace, c.pod_name)
+            ip = ((pod or {}).get("status") or {}).get("podIP") or ""
+            if ip:
+                self._ips[uid] = ip
+        return ip
+
+
+def _down_reason(c: Container, node_up: dict[str, bool]) -> str:
+    if not node_up.get(c.node, False):
+        return "context deadline exceeded"
+    return "connect: connection refused"
