@@ -393,11 +393,21 @@ class TSDB:
             if s is None:
                 s = self._revive(sid)
             col = rows[i::width]
-            have = len(s.values)
-            if (regular and s.times is None and have >= 2 and times[0] == s.t0 + have * s.step
-                    and (n == 1 or step == s.step)):
-                s.values.extend(col)  # on the series' grid: one copy
-                continue
+            if regular and s.times is None:  # rows on the series' grid (or starting it): one copy
+                have = len(s.values)
+                if have >= 2:
+                    fits = times[0] == s.t0 + have * s.step and (n == 1 or step == s.step)
+                elif have == 1:
+                    gap = times[0] - s.t0
+                    fits = gap > 0 and (n == 1 or gap == step)
+                    if fits:
+                        s.step = gap
+                else:
+                    fits = True
+                    s.t0, s.step = times[0], step
+                if fits:
+                    s.values.extend(col)
+                    continue
             for tm, v in zip(times, col):
                 s.append(tm, v)
 

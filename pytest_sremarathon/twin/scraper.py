@@ -39,7 +39,7 @@ from ..monitoring.catalog import (
 from ..monitoring.kube_state import KSM_INSTANCE, KSM_JOB, ContainerUsage, KubeState, kubelet_instance
 from ..monitoring.targets import ScrapeTargets, TargetState, prometheus_self
 from ..prometheus import TSDB
-from .counts import OK, CellDraw, CountModel, Sample, quantiles
+from .counts import OK, CellDraw, CountModel, Groups, Sample, quantiles
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -133,7 +133,7 @@ class TwinScraper:
 
     # -- one scrape ----------------------------------------------------------------------------
     def scrape(self, now: datetime, dt: float, rng: random.Random,
-               samples: Iterable[Sample]) -> dict[tuple[str, str], ServiceTraffic]:
+               samples: Groups | Iterable[Sample]) -> dict[tuple[str, str], ServiceTraffic]:
         """Draw this tick's counts, append every series at ``now``; the per-service sums."""
         containers = self.kubelet.containers
         by_name = self.kubelet.by_name
