@@ -131,7 +131,7 @@ class TwinCluster:
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
-            traffic = self.scraper.scrape(now, dt, rng, samples)
+            traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:

@@ -53,6 +53,7 @@ SUB_BINS = 8  # fine bins per classic bucket (log-spaced; linear in the first)
 WINDOW = 120  # ticks of samples the outcome shares are estimated over, at most (an hour at 30 s)
 K_POD = 2.0  # pseudo-samples shrinking a pod's shares toward its endpoint's
 K_ENDPOINT = 2.0  # ... and an endpoint's toward its service's
+ROUTING_DECAY = 0.05  # weight of a tick's routing in each pod's share of its endpoint's calls
 CHANGE_EVIDENCE = 12.0  # n * KL(recent || older) beyond which the older samples are dropped
 CHANGE_MIN_OLDER = 6  # samples the older part needs before a change can be declared
 CHANGE_MIN_SHIFT = 0.05  # how far the newest tick's error share must be from the older ones' to test
@@ -102,7 +103,7 @@ class _Endpoint:
     """The window of one (namespace, service, endpoint): its ticks, and running totals of
     their samples, errors and weight; while it holds errors, also per (pod, code)."""
 
-    __slots__ = ("ring", "n", "errors", "w", "_sums", "latest")
+    __slots__ = ("ring", "n", "errors", "w", "_sums", "latest", "routing")
 
     def __init__(self) -> None:
         self.ring: deque[_Tick] = deque()
@@ -111,6 +112,7 @@ class _Endpoint:
         self.w = 0.0
         self._sums: Optional[dict[tuple[str, str], list[float]]] = None
         self.latest: dict[str, Entries] = {}  # code -> the latencies of its newest samples (any pod)
+        self.routing: dict[str, float] = {}  # pod -> its smoothed share of the endpoint's calls
 
     def push(self, t: _Tick) -> None:
         self.ring.append(t)
@@ -281,10 +283,12 @@ class CountModel:
         self._tick = 0
 
     def draw(self, samples: Groups | Iterable[Sample], rng: random.Random,
-             pod_of: Optional[Callable[[Any], str]] = None) -> list[CellDraw]:
+             pod_of: Optional[Callable[[Any], str]] = None,
+             routable: Optional[dict[tuple[str, str], list[str]]] = None) -> list[CellDraw]:
         """Ingest one tick's samples (a log, or the samples) and draw the tick's counts for
         every cell that had traffic. ``pod_of(container)`` names a pool member's pod (default:
-        ``.pod_name``)."""
+        ``.pod_name``); ``routable`` the pods each service routes to this tick (default: the
+        pods its samples reached)."""
         self._tick += 1
         tick = self._tick
         ticks, volume = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples))
@@ -299,6 +303,14 @@ class CountModel:
             if t.errors or found.errors:
                 found.detect_change()
         pods_by_ep = _volumes(volume, pod_of or _pod_name)
+        # The pods serving now: the shares are estimated from their samples alone (a rollout's
+        # old pods, gone, take their failures with them: a revert shows at once).
+        alive: dict[tuple[str, str], set[str]] = {}
+        for (ns, svc, _ep), pods in pods_by_ep.items():
+            alive.setdefault((ns, svc), set()).update(pods)
+        if routable is not None:
+            for service, names in routable.items():
+                alive.setdefault(service, set()).update(names)
         service_shares: dict[tuple[str, str], dict[str, float]] = {}
         out: list[CellDraw] = []
         for key in sorted(ticks):
@@ -310,12 +322,13 @@ class CountModel:
                 endpoint_shares = ALL_OK
             else:
                 shares_s = service_shares.get((ns, svc))
+                serving = alive[(ns, svc)]
                 if shares_s is None:
-                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc)
+                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, serving)
                 own_sums = window.sums()
-                endpoint_shares = _endpoint_shares(own_sums, shares_s)
+                endpoint_shares = _endpoint_shares(own_sums, shares_s, serving)
             fallback: dict[str, list[tuple[float, float]]] = {}
-            pods = pods_by_ep[key]
+            pods = _route(window, pods_by_ep[key], alive.get((ns, svc), set()))
             for pod in sorted(pods):
                 total = poisson(rng, pods[pod])
                 if total <= 0:
@@ -349,15 +362,16 @@ class CountModel:
         return out
 
     # -- estimates ---------------------------------------------------------------------------
-    def _service_shares(self, ns: str, svc: str) -> dict[str, float]:
-        """The weighted share of each code over the service's endpoints' windows."""
+    def _service_shares(self, ns: str, svc: str, serving: set[str]) -> dict[str, float]:
+        """The weighted share of each code over the service's endpoints' windows, at the pods
+        serving now."""
         acc: dict[str, float] = {}
         for window in self._by_service[(ns, svc)]:
             if not window.errors:
                 acc[OK] = acc.get(OK, 0.0) + window.w
                 continue
             for (pod, code), (w, _n) in window.sums().items():
-                if pod != NO_POD:
+                if pod in serving:
                     acc[code] = acc.get(code, 0.0) + w
         return _normalised(acc)
 
@@ -405,6 +419,29 @@ def _ingest(tick: int, groups: Groups) -> tuple[dict[tuple[str, str, str], _Tick
     return ticks, volume
 
 
+def _route(window: _Endpoint, pods: dict[str, float], serving: set[str]) -> dict[str, float]:
+    """This tick's calls split over the pods the service routes to by their smoothed shares.
+    One sampled call reaches the pods of one zone, the next maybe the other's: the share each
+    pod gets over time (:data:`ROUTING_DECAY` a tick; a new pod starts at an even share) stands
+    for how the calls spread, so two pods of a one-sample-a-tick service each count about half
+    the calls in every scrape. Calls that reached no pod stay as they are."""
+    out = {NO_POD: pods[NO_POD]} if NO_POD in pods else {}
+    names = sorted((serving | set(pods)) - {NO_POD})
+    total = sum(v for p, v in pods.items() if p != NO_POD)
+    if not names or total <= 0:
+        return out
+    old = window.routing
+    even = 1.0 / len(names)
+    prior = {p: old.get(p, even) for p in names}
+    norm = sum(prior.values())
+    routing = {p: (1.0 - ROUTING_DECAY) * prior[p] / norm + ROUTING_DECAY * pods.get(p, 0.0) / total
+               for p in names}
+    window.routing = routing
+    for p, share in routing.items():
+        out[p] = total * share
+    return out
+
+
 def _volumes(volume: dict[tuple[str, str, str, int], list[Any]],
              name_of: Callable[[Any], str]) -> dict[tuple[str, str, str], dict[str, float]]:
     """Per (service, endpoint), each pod's expected requests: a call's weight split evenly
@@ -445,11 +482,12 @@ def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: in
     cell.seconds += ms_total / 1000.0
 
 
-def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float]) -> dict[str, float]:
+def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float],
+                     serving: set[str]) -> dict[str, float]:
     weights: dict[str, float] = {}
     n = 0.0
     for (pod, code), (w, k) in sums.items():
-        if pod != NO_POD:
+        if pod in serving and pod != NO_POD:
             weights[code] = weights.get(code, 0.0) + w
             n += k
     return _shrunk(_normalised(weights), n, service, K_ENDPOINT)

@@ -132,13 +132,13 @@ class TwinScraper:
                     self._clients[(ns, svc)] = sorted(s for s, sp in app.services.items() if svc in sp.calls)
 
     # -- one scrape ----------------------------------------------------------------------------
-    def scrape(self, now: datetime, dt: float, rng: random.Random,
-               samples: Groups | Iterable[Sample]) -> dict[tuple[str, str], ServiceTraffic]:
+    def scrape(self, now: datetime, dt: float, rng: random.Random, samples: Groups | Iterable[Sample],
+               routable: Optional[dict[tuple[str, str], list[str]]] = None) -> dict[tuple[str, str], ServiceTraffic]:
         """Draw this tick's counts, append every series at ``now``; the per-service sums."""
         containers = self.kubelet.containers
         by_name = self.kubelet.by_name
         node_up = self.network.node_up
-        cells = self.model.draw(samples, rng)
+        cells = self.model.draw(samples, rng, routable=routable)
         traffic: dict[tuple[str, str], ServiceTraffic] = {}
         for cell in cells:
             key = (cell.namespace, cell.service)

@@ -33,11 +33,6 @@ INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
-# A request type whose outcome is uncertain (some of its requests fail, not all) gets at least
-# this many samples a tick, so the scrape's counts (counts.py) estimate its failure share from
-# enough handler runs; OUTCOME_DECAY is the weight of the newest tick in that judgement.
-UNCERTAIN_SAMPLES = 2
-OUTCOME_DECAY = 0.3
 MAX_TRACEBACKS_PER_TICK = 3
 
 
@@ -114,10 +109,9 @@ class TrafficEngine:
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
-        # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
-        # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
+        # Every sampled call this tick, grouped for the scrape's counts (twin/counts.py: by
+        # service, endpoint, pod, code and the pods it chose among; its weight and latency).
         self.samples: Groups = {}
-        self._failing: dict[tuple[str, str], float] = {}  # (app, request type) -> recent failed share
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -171,6 +165,11 @@ class TrafficEngine:
             if limit and demand > limit:
                 self._shed[uid] = 1.0 - limit / demand
 
+    def routable(self) -> dict[tuple[str, str], list[str]]:
+        """The pods each Service routes to this tick (its ready, running endpoints)."""
+        return {key: [c.pod_name for c in ep.running] for key, ep in self._endpoints.items()
+                if ep.port_ok and ep.running}
+
     def _port_ok(self, svc: dict[str, Any], ready: list[Container]) -> bool:
         if not ready:
             return True
@@ -194,11 +193,7 @@ class TrafficEngine:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
             for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
-                failing = self._failing.get((ns, mix.endpoint), 0.0)
-                if 0.02 < failing < 0.98:
-                    n = max(n, UNCERTAIN_SAMPLES)
                 self._weight = rps * share * dt / n
-                failed = 0
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -207,9 +202,7 @@ class TrafficEngine:
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError:
-                        failed += 1
-                if failed or failing:
-                    self._failing[(ns, mix.endpoint)] = failing + OUTCOME_DECAY * (failed / n - failing)
+                        pass
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
