@@ -55,7 +55,7 @@ class KubeState:
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
-        self._cache: dict[tuple[str, str], tuple[str, Samples]] = {}  # (kind, uid) -> (rv, its samples)
+        self._cache: dict[tuple[str, str], tuple[str, list[int], list[float]]] = {}  # (kind, uid) -> (rv, refs, values)
         # kind -> (the store's version of the kind, refs, values, their block): a scrape while no
         # object of the kind moved appends the same row again, without looking at the objects
         self._kinds: dict[str, tuple[int, list[int], list[float], Block]] = {}
@@ -87,14 +87,14 @@ class KubeState:
             seen.add(key)
             hit = cache.get(key)
             if hit is None or hit[0] != rv:
-                hit = cache[key] = (rv, fn(obj))
-            for r, v in hit[1]:
-                refs.append(r)
-                values.append(v)
+                samples = fn(obj)
+                hit = cache[key] = (rv, [r for r, _ in samples], [v for _, v in samples])
+            refs.extend(hit[1])
+            values.extend(hit[2])
         for gone in [k for k in cache if k[0] == kind and k not in seen]:
             del cache[gone]
         if len(self._refs) > 64 * len(cache) + 4096:  # the refs of objects long gone
-            live = {r for _, samples in cache.values() for r, _ in samples}
+            live = {r for _, refs_of, _ in cache.values() for r in refs_of}
             self._refs = {k: r for k, r in self._refs.items() if r in live}
         return refs, values
 

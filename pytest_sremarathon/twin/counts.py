@@ -114,6 +114,14 @@ class _Endpoint:
         self.latest: dict[str, Entries] = {}  # code -> the latencies of its newest samples (any pod)
         self.routing: dict[str, float] = {}  # pod -> its smoothed share of the endpoint's calls
 
+    def clear(self) -> None:
+        """Forget the samples (not the routing)."""
+        self.ring.clear()
+        self.n = self.errors = 0
+        self.w = 0.0
+        self._sums = None
+        self.latest = {}
+
     def push(self, t: _Tick) -> None:
         self.ring.append(t)
         self.n += t.n
@@ -281,6 +289,12 @@ class CountModel:
         self._endpoints: dict[tuple[str, str, str], _Endpoint] = {}
         self._by_service: dict[tuple[str, str], list[_Endpoint]] = {}
         self._tick = 0
+
+    def reset(self) -> None:
+        """Forget every window (the routing shares stay): estimates start again from the next
+        samples."""
+        for window in self._endpoints.values():
+            window.clear()
 
     def draw(self, samples: Groups | Iterable[Sample], rng: random.Random,
              pod_of: Optional[Callable[[Any], str]] = None,

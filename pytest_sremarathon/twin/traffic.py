@@ -34,6 +34,7 @@ DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
 MAX_TRACEBACKS_PER_TICK = 3
+_CODES = {404: "404", 500: "500", 503: "503", 504: "504"}
 
 
 @dataclass
@@ -335,7 +336,8 @@ class TrafficEngine:
             latency += network.pod_delay_ms.get(uid, 0.0)
         self._pod_work[uid] += frame.work_ms * weight
         self._pod_requests[uid] += weight
-        key = (ns, service, endpoint, target.pod_name, "200" if error is None else str(error.status), id(pool))
+        key = (ns, service, endpoint, target.pod_name, "200" if error is None else _CODES.get(error.status) or
+               str(error.status), id(pool))
         logged = self.samples.get(key)  # counts.log_sample, inline: this runs for every call
         if logged is None:
             self.samples[key] = [pool, weight, 1, {latency: weight}]
