@@ -9,6 +9,7 @@ the agent host and the recorder, and advances them together in virtual time.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import random
@@ -275,6 +276,12 @@ class Marathon:
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
+        settled = getattr(self.backend, "settled", None)  # the warm-up's start-up failures are not the run's
+        if settled is not None:
+            settled()
+        # What the warm-up built (modules, applications, the cluster) lives as long as the run: a
+        # full collection need not walk it again and again (the recorded series make them frequent).
+        gc.freeze()
         self._sim_time = self.clock.now
         self.pipelines.configure(self.build_times)  # from t=0 on, builds take their time
         self.provenance = Provenance(self.store)

@@ -68,5 +68,10 @@ class TwinBackend:
     def tick(self, dt: float, rng: random.Random) -> None:
         self.cluster.tick(dt, rng)
 
+    def settled(self) -> None:
+        """The warm-up is over: its start-up failures (callers of pods not ready yet) leave the
+        windows the scrape's failure shares are estimated over (the series keep them)."""
+        self.cluster.scraper.model.reset()
+
     def close(self) -> None:
         self.server.stop()

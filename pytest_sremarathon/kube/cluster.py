@@ -79,16 +79,21 @@ class MirrorStore(Store):
                 if key not in fresh:
                     self._objects.pop(key, None)
                     self._notify("DELETED", obj)
+            changed = len(fresh) != len(before)
             for key, obj in fresh.items():
                 old = before.get(key)
                 if old is None:
+                    changed = True
                     self._notify("ADDED", obj)
                 elif (old.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                    changed = True
                     self._notify("MODIFIED", obj)
             self._objects.update(fresh)
             self._by_kind[kind] = fresh
             self._sorted.pop(kind, None)
             self._rv += 1
+            if changed:  # what the kube-state-metrics series read moved (Store.kind_version)
+                self._kind_rv[kind] = self._rv
 
     def _notify(self, type_: str, obj: dict[str, Any]) -> None:
         for listener in self.listeners:
@@ -107,6 +112,7 @@ class MirrorStore(Store):
                 self._objects[key].update(written)
                 self._notify("MODIFIED", self._objects[key])
             self._rv += 1
+            self._kind_rv[obj["kind"]] = self._rv
 
 
 def unsupported(what: str) -> PipelineError:

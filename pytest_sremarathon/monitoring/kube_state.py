@@ -15,7 +15,7 @@ so a scrape costs about one append a series.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Optional
 
 from ..k8s.quantity import cpu_millicores, memory_bytes
@@ -55,30 +55,48 @@ class KubeState:
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
-        # (kind, uid) -> (rv, refs, values, the block they are appended with)
-        self._cache: dict[tuple[str, str], tuple[str, list[int], list[float], Block]] = {}
+        self._cache: dict[tuple[str, str], tuple[str, list[int], list[float]]] = {}  # (kind, uid) -> (rv, refs, values)
+        # kind -> (the store's version of the kind, refs, values, their block): a scrape while no
+        # object of the kind moved appends the same row again, without looking at the objects
+        self._kinds: dict[str, tuple[int, list[int], list[float], Block]] = {}
         self._cadvisor: dict[tuple[str, str, str, str], tuple[list[int], Block]] = {}
+        self._refs: dict[tuple[Any, ...], int] = {}  # an object's series, by name and labels as given
 
     def collect(self, t: float, store: Store, usage: Iterable[ContainerUsage]) -> None:
         """Append this scrape's samples at ``t``: every Pod's, Deployment's and Node's, and
         every container's usage."""
-        seen: set[tuple[str, str]] = set()
         for kind, fn in (("Pod", self._pod), ("Deployment", self._deployment), ("Node", self._node)):
-            for obj in store.list(kind):
-                md = obj["metadata"]
-                key = (kind, md.get("uid") or f"{md.get('namespace', '')}/{md['name']}")
-                rv = str(md.get("resourceVersion", ""))
-                seen.add(key)
-                hit = self._cache.get(key)
-                if hit is None or hit[0] != rv:
-                    samples = fn(obj)
-                    hit = self._cache[key] = (rv, [r for r, _ in samples], [v for _, v in samples],
-                                              hit[3] if hit is not None else self.db.block())
-                hit[3].append(t, hit[1], hit[2])
-        if len(self._cache) > len(seen):
-            for key in [k for k in self._cache if k not in seen]:
-                del self._cache[key]
+            (version,) = store.kind_version(kind)
+            got = self._kinds.get(kind)
+            if got is None or not version or got[0] != version:
+                refs, values = self._objects(kind, fn, store)
+                got = self._kinds[kind] = (version, refs, values, got[3] if got is not None else self.db.block())
+            got[3].append(t, got[1], got[2])
         self._collect_usage(t, usage)
+
+    def _objects(self, kind: str, fn: Callable[[dict[str, Any]], Samples], store: Store) -> tuple[list[int], list[float]]:
+        """The samples of every object of ``kind``, each computed once per resourceVersion."""
+        refs: list[int] = []
+        values: list[float] = []
+        seen: set[tuple[str, str]] = set()
+        cache = self._cache
+        for obj in store.list(kind):
+            md = obj["metadata"]
+            key = (kind, md.get("uid") or f"{md.get('namespace', '')}/{md['name']}")
+            rv = str(md.get("resourceVersion", ""))
+            seen.add(key)
+            hit = cache.get(key)
+            if hit is None or hit[0] != rv:
+                samples = fn(obj)
+                hit = cache[key] = (rv, [r for r, _ in samples], [v for _, v in samples])
+            refs.extend(hit[1])
+            values.extend(hit[2])
+        for gone in [k for k in cache if k[0] == kind and k not in seen]:
+            del cache[gone]
+        if len(self._refs) > 64 * len(cache) + 4096:  # the refs of objects long gone
+            live = {r for _, refs_of, _ in cache.values() for r in refs_of}
+            self._refs = {k: r for k, r in self._refs.items() if r in live}
+        return refs, values
 
     def _collect_usage(self, t: float, usage: Iterable[ContainerUsage]) -> None:
         cadvisor = self._cadvisor
@@ -103,7 +121,12 @@ class KubeState:
 
     # -- per object ------------------------------------------------------------------------------
     def _labels(self, name: str, **labels: str) -> int:
-        return self.db.ref({"__name__": name, "job": KSM_JOB, "instance": KSM_INSTANCE, **labels})
+        key = (name, *labels.items())  # (each call site passes its labels in one order)
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = self._refs[key] = self.db.ref({"__name__": name, "job": KSM_JOB, "instance": KSM_INSTANCE,
+                                                 **labels})
+        return ref
 
     def _pod(self, pod: dict[str, Any]) -> Samples:
         md, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}

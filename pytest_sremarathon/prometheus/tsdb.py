@@ -31,7 +31,7 @@ import math
 import re
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
@@ -258,15 +258,17 @@ class Block:
     """Series a scraper appends together at every scrape (one target's), kept as rows — one
     ``array('d')`` extend a scrape instead of one append a series — and moved into the series
     when the store is next read (every read method flushes first). A scrape whose set of
-    series differs from the block's first flushes what the block holds."""
+    series differs from the block's starts a new segment of rows (a target that gains a series,
+    a pod whose state series changed); the segments move in order."""
 
-    __slots__ = ("db", "refs", "times", "rows", "_source", "_width")
+    __slots__ = ("db", "refs", "times", "rows", "done", "_source", "_width")
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
         self.refs: list[int] = []
         self.times: list[int] = []
         self.rows: array[float] = array("d")
+        self.done: list[tuple[list[int], list[int], array[float]]] = []  # earlier segments
         self._source: object = None  # the caller's refs list the rows were appended with …
         self._width = 0  # … and its length then (a list that only grows is unchanged at the same length)
 
@@ -306,6 +308,10 @@ class TSDB:
         # (a pod silent longer than retention that comes back) gets its series back.
         self._forgotten: dict[int, Labels] = {}
         self._pending: dict[int, Block] = {}  # blocks holding rows not yet in their series
+        #: Called before each read (not before a sweep): a scraper that records lazily moves
+        #: what it holds into its blocks then.
+        self.before_read: Callable[[], None] | None = None
+        self._reading = False
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -365,12 +371,28 @@ class TSDB:
         return Block(self)
 
     def _start_block(self, block: Block, tm: int, refs: Sequence[int]) -> None:
-        """``block`` is about to take a row that does not continue its rows: flush them."""
+        """``block`` is about to take a row of other series (a new segment), or an earlier
+        time (its rows move first)."""
         if block.times:
-            self._flush_block(block)
+            if tm <= block.times[-1]:
+                self._flush_block(block)
+            else:
+                block.done.append((block.refs, block.times, block.rows))
+                block.times, block.rows = [], array("d")
         block.refs = list(refs)
         block._source, block._width = refs, len(refs)
         self._pending[id(block)] = block
+
+    def _ready(self) -> None:
+        """What a read needs first: the lazy scrapers' data, then every block's rows."""
+        hook = self.before_read
+        if hook is not None and not self._reading:
+            self._reading = True
+            try:
+                hook()
+            finally:
+                self._reading = False
+        self.flush()
 
     def flush(self) -> None:
         """Move every block's pending rows into their series (each read does it first)."""
@@ -379,9 +401,13 @@ class TSDB:
                 self._flush_block(block)
 
     def _flush_block(self, block: Block) -> None:
-        times, rows, refs = block.times, block.rows, block.refs
-        block.times, block.rows = [], array("d")
+        segments = [*block.done, (block.refs, block.times, block.rows)]
+        block.done, block.times, block.rows = [], [], array("d")
         self._pending.pop(id(block), None)
+        for refs, times, rows in segments:
+            self._flush_rows(refs, times, rows)
+
+    def _flush_rows(self, refs: list[int], times: list[int], rows: array[float]) -> None:
         n, width = len(times), len(refs)
         if not n or not width:
             return
@@ -393,11 +419,21 @@ class TSDB:
             if s is None:
                 s = self._revive(sid)
             col = rows[i::width]
-            have = len(s.values)
-            if (regular and s.times is None and have >= 2 and times[0] == s.t0 + have * s.step
-                    and (n == 1 or step == s.step)):
-                s.values.extend(col)  # on the series' grid: one copy
-                continue
+            if regular and s.times is None:  # rows on the series' grid (or starting it): one copy
+                have = len(s.values)
+                if have >= 2:
+                    fits = times[0] == s.t0 + have * s.step and (n == 1 or step == s.step)
+                elif have == 1:
+                    gap = times[0] - s.t0
+                    fits = gap > 0 and (n == 1 or gap == step)
+                    if fits:
+                        s.step = gap
+                else:
+                    fits = True
+                    s.t0, s.step = times[0], step
+                if fits:
+                    s.values.extend(col)
+                    continue
             for tm, v in zip(times, col):
                 s.append(tm, v)
 
@@ -463,20 +499,20 @@ class TSDB:
         return len(self._series)
 
     def num_samples(self) -> int:
-        self.flush()
+        self._ready()
         return sum(len(s.values) for s in self._series.values())
 
     def series(self, sid: int) -> Series:
-        self.flush()
+        self._ready()
         return self._series[sid]
 
     def all_series(self) -> Iterator[Series]:
-        self.flush()
+        self._ready()
         return iter(self._series.values())
 
     def select(self, matchers: Sequence[Matcher]) -> list[Series]:
         """Series matching every matcher, sorted by labels (as Prometheus returns them)."""
-        self.flush()
+        self._ready()
         candidates: set[int] | None = None
         rest: list[Matcher] = []
         # Narrow with the postings of matchers that cannot match a missing label, smallest
@@ -511,7 +547,7 @@ class TSDB:
                         start_ms: int | None, end_ms: int | None) -> list[Series]:
         """Series matching any of the matcher sets (all series for None) with at least one
         sample in ``[start, end]`` (either bound open when None)."""
-        self.flush()
+        self._ready()
         if matcher_sets is None:
             found: dict[int, Series] = dict(self._series)
         else:

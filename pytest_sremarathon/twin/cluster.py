@@ -21,7 +21,7 @@ from .defaults import apply_defaults
 from .kubelet import Kubelet
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
-from .traffic import Network, ServiceStats, TrafficEngine
+from .traffic import Network, TrafficEngine
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
 
@@ -35,7 +35,6 @@ class TwinCluster:
     network: Network = field(default_factory=Network)
     metrics: MetricStore = field(default_factory=MetricStore)
     surge: dict[str, float] = field(default_factory=dict)  # app namespace -> traffic multiplier
-    last_stats: dict[tuple[str, str], ServiceStats] = field(default_factory=dict)
     retention: float = DEFAULT_RETENTION  # seconds of series the cluster's Prometheus keeps
 
     def __post_init__(self) -> None:
@@ -155,8 +154,8 @@ class TwinCluster:
             self.controllers.reconcile()  # let status reach the deployments in the same tick
             now = self.store.clock()
             self.traffic.prepare(now, rng)
-            self.last_stats = self.traffic.run(dt, self.rps)
-            traffic = self.scraper.scrape(now, dt, rng, self.traffic.samples)
+            samples = self.traffic.run(dt, self.rps)
+            traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:

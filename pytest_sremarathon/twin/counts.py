@@ -50,9 +50,10 @@ from .draws import multinomial, poisson, systematic
 #: Upper bounds (milliseconds) of the classic histogram buckets: runtime/metrics.py's BUCKETS.
 BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 SUB_BINS = 8  # fine bins per classic bucket (log-spaced; linear in the first)
-WINDOW = 60  # ticks of samples the outcome shares are estimated over, at most (30 min at 30 s)
+WINDOW = 120  # ticks of samples the outcome shares are estimated over, at most (an hour at 30 s)
 K_POD = 2.0  # pseudo-samples shrinking a pod's shares toward its endpoint's
 K_ENDPOINT = 2.0  # ... and an endpoint's toward its service's
+ROUTING_DECAY = 0.05  # weight of a tick's routing in each pod's share of its endpoint's calls
 CHANGE_EVIDENCE = 12.0  # n * KL(recent || older) beyond which the older samples are dropped
 CHANGE_MIN_OLDER = 6  # samples the older part needs before a change can be declared
 CHANGE_MIN_SHIFT = 0.05  # how far the newest tick's error share must be from the older ones' to test
@@ -100,27 +101,50 @@ class _Tick(NamedTuple):
 
 class _Endpoint:
     """The window of one (namespace, service, endpoint): its ticks, and running totals of
-    their samples, errors and weight."""
+    their samples, errors and weight; while it holds errors, also per (pod, code)."""
 
-    __slots__ = ("ring", "n", "errors", "w")
+    __slots__ = ("ring", "n", "errors", "w", "_sums", "latest", "routing")
 
     def __init__(self) -> None:
         self.ring: deque[_Tick] = deque()
         self.n = 0
         self.errors = 0
         self.w = 0.0
+        self._sums: Optional[dict[tuple[str, str], list[float]]] = None
+        self.latest: dict[str, Entries] = {}  # code -> the latencies of its newest samples (any pod)
+        self.routing: dict[str, float] = {}  # pod -> its smoothed share of the endpoint's calls
+
+    def clear(self) -> None:
+        """Forget the samples (not the routing)."""
+        self.ring.clear()
+        self.n = self.errors = 0
+        self.w = 0.0
+        self._sums = None
+        self.latest = {}
 
     def push(self, t: _Tick) -> None:
         self.ring.append(t)
         self.n += t.n
         self.errors += t.errors
         self.w += t.w
+        if self._sums is not None:
+            _add_cells(self._sums, t, 1.0)
+        latest = self.latest
+        seen: set[str] = set()
+        for (_pod, code), (_w, _n, entries) in t.cells.items():
+            latest[code] = latest[code] + entries if code in seen else entries
+            seen.add(code)
 
     def _pop_oldest(self) -> None:
         t = self.ring.popleft()
         self.n -= t.n
         self.errors -= t.errors
         self.w -= t.w
+        if self._sums is not None:
+            if self.errors:
+                _add_cells(self._sums, t, -1.0)
+            else:
+                self._sums = None  # healthy again: nothing is estimated
 
     def expire(self, tick: int) -> None:
         ring = self.ring
@@ -162,29 +186,31 @@ class _Endpoint:
             self._pop_oldest()
 
     def sums(self) -> dict[tuple[str, str], list[float]]:
-        """(pod, code) -> [weight, samples] over the window."""
-        out: dict[tuple[str, str], list[float]] = {}
-        for t in self.ring:
-            for key, (w, n, _entries) in t.cells.items():
-                acc = out.get(key)
-                if acc is None:
-                    out[key] = [w, float(n)]
-                else:
-                    acc[0] += w
-                    acc[1] += n
+        """(pod, code) -> [weight, samples] over the window (kept up to date from here on)."""
+        if self._sums is None:
+            self._sums = {}
+            for t in self.ring:
+                _add_cells(self._sums, t, 1.0)
+        return self._sums
+
+    def newest(self) -> list[tuple[float, float]]:
+        """The latencies of this tick's samples, any pod, any code."""
+        out: list[tuple[float, float]] = []
+        for c in self.ring[-1].cells.values():
+            out.extend(c[2])
         return out
 
-    def entries(self, code: Optional[str], newest_only: bool) -> list[tuple[float, float]]:
-        """The latencies of the samples with ``code`` (None: any) at any pod, this tick's
-        (``newest_only``) or the whole window's."""
-        out: list[tuple[float, float]] = []
-        for t in reversed(self.ring):
-            for (_p, k), c in t.cells.items():
-                if code is None or k == code:
-                    out.extend(c[2])
-            if newest_only:
-                break
-        return out
+
+def _add_cells(sums: dict[tuple[str, str], list[float]], t: _Tick, sign: float) -> None:
+    for key, (w, n, _entries) in t.cells.items():
+        acc = sums.get(key)
+        if acc is None:
+            sums[key] = [w, float(n)]
+        else:
+            acc[0] += sign * w
+            acc[1] += sign * n
+            if acc[1] <= 0:
+                del sums[key]
 
 
 def _kl(a: float, b: float) -> float:
@@ -229,6 +255,32 @@ Sample = tuple[str, str, str, Any, str, str, float, float]
 """(namespace, service, endpoint, pool, pod, code, latency ms, weight): one handler sample.
 ``pool`` is the list of containers the call chose its pod from (None before routing)."""
 
+Groups = dict[tuple[str, str, str, str, str, int], list[Any]]
+"""A tick's samples as the traffic engine logs them: (namespace, service, endpoint, pod, code,
+``id(pool)``) -> [pool, weight, samples, {latency ms: weight}] (a pod serves most calls of a
+tick in the same time: few distinct latencies)."""
+
+
+def log_sample(groups: Groups, ns: str, svc: str, ep: str, pool: Any, pod: str, code: str, ms: float,
+               w: float) -> None:
+    """Add one sampled call to a tick's log (the traffic engine inlines this on its hot path)."""
+    key = (ns, svc, ep, pod, code, id(pool))
+    g = groups.get(key)
+    if g is None:
+        groups[key] = [pool, w, 1, {ms: w}]
+    else:
+        g[1] += w
+        g[2] += 1
+        lat = g[3]
+        lat[ms] = lat.get(ms, 0.0) + w
+
+
+def group_samples(samples: Iterable[Sample]) -> Groups:
+    groups: Groups = {}
+    for ns, svc, ep, pool, pod, code, ms, w in samples:
+        log_sample(groups, ns, svc, ep, pool, pod, code, ms, w)
+    return groups
+
 
 class CountModel:
     """The windows of every (service, endpoint) and the draws of each scrape."""
@@ -238,13 +290,22 @@ class CountModel:
         self._by_service: dict[tuple[str, str], list[_Endpoint]] = {}
         self._tick = 0
 
-    def draw(self, samples: Iterable[Sample], rng: random.Random,
-             pod_of: Optional[Callable[[Any], str]] = None) -> list[CellDraw]:
-        """Ingest one tick's samples and draw the tick's counts for every cell that had
-        traffic. ``pod_of(container)`` names a pool member's pod (default: ``.pod_name``)."""
+    def reset(self) -> None:
+        """Forget every window (the routing shares stay): estimates start again from the next
+        samples."""
+        for window in self._endpoints.values():
+            window.clear()
+
+    def draw(self, samples: Groups | Iterable[Sample], rng: random.Random,
+             pod_of: Optional[Callable[[Any], str]] = None,
+             routable: Optional[dict[tuple[str, str], list[str]]] = None) -> list[CellDraw]:
+        """Ingest one tick's samples (a log, or the samples) and draw the tick's counts for
+        every cell that had traffic. ``pod_of(container)`` names a pool member's pod (default:
+        ``.pod_name``); ``routable`` the pods each service routes to this tick (default: the
+        pods its samples reached)."""
         self._tick += 1
         tick = self._tick
-        ticks, volume = _ingest(tick, samples)
+        ticks, volume = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples))
         for window in self._endpoints.values():
             window.expire(tick)
         for key, t in ticks.items():
@@ -256,8 +317,15 @@ class CountModel:
             if t.errors or found.errors:
                 found.detect_change()
         pods_by_ep = _volumes(volume, pod_of or _pod_name)
+        # The pods serving now: the shares are estimated from their samples alone (a rollout's
+        # old pods, gone, take their failures with them: a revert shows at once).
+        alive: dict[tuple[str, str], set[str]] = {}
+        for (ns, svc, _ep), pods in pods_by_ep.items():
+            alive.setdefault((ns, svc), set()).update(pods)
+        if routable is not None:
+            for service, names in routable.items():
+                alive.setdefault(service, set()).update(names)
         service_shares: dict[tuple[str, str], dict[str, float]] = {}
-        sums: dict[int, dict[tuple[str, str], list[float]]] = {}
         out: list[CellDraw] = []
         for key in sorted(ticks):
             ns, svc, ep = key
@@ -268,12 +336,13 @@ class CountModel:
                 endpoint_shares = ALL_OK
             else:
                 shares_s = service_shares.get((ns, svc))
+                serving = alive[(ns, svc)]
                 if shares_s is None:
-                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, sums)
-                own_sums = self._sums(window, sums)
-                endpoint_shares = _endpoint_shares(own_sums, shares_s)
+                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, serving)
+                own_sums = window.sums()
+                endpoint_shares = _endpoint_shares(own_sums, shares_s, serving)
             fallback: dict[str, list[tuple[float, float]]] = {}
-            pods = pods_by_ep[key]
+            pods = _route(window, pods_by_ep[key], alive.get((ns, svc), set()))
             for pod in sorted(pods):
                 total = poisson(rng, pods[pod])
                 if total <= 0:
@@ -297,52 +366,34 @@ class CountModel:
                     cell = now.cells.get((pod, code))
                     if cell is not None:
                         entries: Sequence[tuple[float, float]] = cell[2]
-                    else:
+                    else:  # the newest latencies of that code at the endpoint, else of any code
                         got = fallback.get(code)
                         if got is None:
-                            got = fallback[code] = (window.entries(code, True) or window.entries(code, False)
-                                                    or window.entries(None, True) or [(0.0, 1.0)])
+                            got = fallback[code] = list(window.latest.get(code) or window.newest() or [(0.0, 1.0)])
                         entries = got
                     _latencies(rng, entries, count, drawn)
                 out.append(drawn)
         return out
 
     # -- estimates ---------------------------------------------------------------------------
-    @staticmethod
-    def _sums(window: _Endpoint, cache: dict[int, dict[tuple[str, str], list[float]]]) -> dict[tuple[str, str], list[float]]:
-        got = cache.get(id(window))
-        if got is None:
-            got = cache[id(window)] = window.sums()
-        return got
-
-    def _service_shares(self, ns: str, svc: str, cache: dict[int, dict[tuple[str, str], list[float]]]) -> dict[str, float]:
-        """The weighted share of each code over the service's endpoints' windows."""
+    def _service_shares(self, ns: str, svc: str, serving: set[str]) -> dict[str, float]:
+        """The weighted share of each code over the service's endpoints' windows, at the pods
+        serving now."""
         acc: dict[str, float] = {}
         for window in self._by_service[(ns, svc)]:
             if not window.errors:
                 acc[OK] = acc.get(OK, 0.0) + window.w
                 continue
-            for (pod, code), (w, _n) in self._sums(window, cache).items():
-                if pod != NO_POD:
+            for (pod, code), (w, _n) in window.sums().items():
+                if pod in serving:
                     acc[code] = acc.get(code, 0.0) + w
         return _normalised(acc)
 
 
-def _ingest(tick: int, samples: Iterable[Sample]) -> tuple[dict[tuple[str, str, str], _Tick],
-                                                            dict[tuple[str, str, str, int], list[Any]]]:
-    """One tick's samples per (service, endpoint) and (pod, code), and the weight of each
-    routing pool they chose from."""
-    groups: dict[tuple[str, str, str, str, str, int], list[Any]] = {}  # -> [pool, weight, samples, {ms: weight}]
-    for ns, svc, ep, pool, pod, code, ms, w in samples:  # one dict lookup a sample: the hot loop
-        key = (ns, svc, ep, pod, code, id(pool))
-        g = groups.get(key)
-        if g is None:
-            groups[key] = [pool, w, 1, {ms: w}]
-        else:
-            g[1] += w
-            g[2] += 1
-            lat = g[3]  # (a pod serves most calls of a tick in the same time: few distinct latencies)
-            lat[ms] = lat.get(ms, 0.0) + w
+def _ingest(tick: int, groups: Groups) -> tuple[dict[tuple[str, str, str], _Tick],
+                                               dict[tuple[str, str, str, int], list[Any]]]:
+    """A tick's log per (service, endpoint) and (pod, code), and the weight of each routing
+    pool the calls chose from."""
     volume: dict[tuple[str, str, str, int], list[Any]] = {}  # (ns, svc, ep, id(pool)) -> [pool, weight, pod]
     merged: dict[tuple[str, str, str, str, str], list[Any]] = {}  # -> [weight, samples, {ms: weight}]
     for (ns, svc, ep, pod, code, pk), (pool, w, n, lat) in groups.items():
@@ -380,6 +431,29 @@ def _ingest(tick: int, samples: Iterable[Sample]) -> tuple[dict[tuple[str, str, 
                 w_pods += w
         ticks[where] = _Tick(tick, n_all, errors, w_pods, per)
     return ticks, volume
+
+
+def _route(window: _Endpoint, pods: dict[str, float], serving: set[str]) -> dict[str, float]:
+    """This tick's calls split over the pods the service routes to by their smoothed shares.
+    One sampled call reaches the pods of one zone, the next maybe the other's: the share each
+    pod gets over time (:data:`ROUTING_DECAY` a tick; a new pod starts at an even share) stands
+    for how the calls spread, so two pods of a one-sample-a-tick service each count about half
+    the calls in every scrape. Calls that reached no pod stay as they are."""
+    out = {NO_POD: pods[NO_POD]} if NO_POD in pods else {}
+    names = sorted((serving | set(pods)) - {NO_POD})
+    total = sum(v for p, v in pods.items() if p != NO_POD)
+    if not names or total <= 0:
+        return out
+    old = window.routing
+    even = 1.0 / len(names)
+    prior = {p: old.get(p, even) for p in names}
+    norm = sum(prior.values())
+    routing = {p: (1.0 - ROUTING_DECAY) * prior[p] / norm + ROUTING_DECAY * pods.get(p, 0.0) / total
+               for p in names}
+    window.routing = routing
+    for p, share in routing.items():
+        out[p] = total * share
+    return out
 
 
 def _volumes(volume: dict[tuple[str, str, str, int], list[Any]],
@@ -422,11 +496,12 @@ def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: in
     cell.seconds += ms_total / 1000.0
 
 
-def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float]) -> dict[str, float]:
+def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float],
+                     serving: set[str]) -> dict[str, float]:
     weights: dict[str, float] = {}
     n = 0.0
     for (pod, code), (w, k) in sums.items():
-        if pod != NO_POD:
+        if pod in serving and pod != NO_POD:
             weights[code] = weights.get(code, 0.0) + w
             n += k
     return _shrunk(_normalised(weights), n, service, K_ENDPOINT)

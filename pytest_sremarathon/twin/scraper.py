@@ -39,7 +39,7 @@ from ..monitoring.catalog import (
 from ..monitoring.kube_state import KSM_INSTANCE, KSM_JOB, ContainerUsage, KubeState, kubelet_instance
 from ..monitoring.targets import ScrapeTargets, TargetState, prometheus_self
 from ..prometheus import TSDB
-from .counts import OK, CellDraw, CountModel, Sample, quantiles
+from .counts import OK, CountModel, Groups, Sample, quantiles
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -48,6 +48,10 @@ if TYPE_CHECKING:
     from .traffic import Network
 
 DEFAULT_RETENTION = 24 * 3600.0  # the whole default marathon (12 h) and its warm-up
+MAX_PENDING = 2880  # ticks recorded before they are applied anyway (a day at 30 s: bounded memory)
+KSM_TARGET = TargetState(KSM_JOB, KSM_INSTANCE, "serviceMonitor/monitoring/kube-state-metrics/0",
+                         f"http://{KSM_INSTANCE}/metrics", True, (("namespace", "monitoring"),))
+PROMETHEUS_TARGET = prometheus_self()
 
 
 class _Exposition:
@@ -117,6 +121,13 @@ class TwinScraper:
         self._cpu: dict[str, list[float]] = {}  # pod uid -> [cpu seconds, restarts at the last reset]
         self._ips: dict[str, str] = {}  # pod uid -> pod IP
         self._target_states: dict[str, tuple[bool, TargetState]] = {}  # pod uid -> (up, its target)
+        self._kubelets: dict[tuple[str, bool], TargetState] = {}
+        # The ticks recorded, not yet applied to the counters: (time, cells, processes), and the
+        # processes (uid, restarts, up, ns, svc, pod, container, ip, flavour, clients) of the last.
+        self._pending: list[tuple[float, list[tuple[Any, ...]], list[tuple[Any, ...]]]] = []
+        self._last_procs: list[tuple[Any, ...]] = []
+        self._applied_procs: Optional[list[tuple[Any, ...]]] = None
+        self.db.before_read = self.apply
         self._flavours: dict[tuple[str, str], str] = {}
         self._clients: dict[tuple[str, str], list[str]] = {}  # datastore -> the services that call it
         self._slo_refs: list[int] = []  # the services' latency objectives (a recording rule's output)
@@ -132,14 +143,20 @@ class TwinScraper:
                     self._clients[(ns, svc)] = sorted(s for s, sp in app.services.items() if svc in sp.calls)
 
     # -- one scrape ----------------------------------------------------------------------------
-    def scrape(self, now: datetime, dt: float, rng: random.Random,
-               samples: Iterable[Sample]) -> dict[tuple[str, str], ServiceTraffic]:
-        """Draw this tick's counts, append every series at ``now``; the per-service sums."""
+    def scrape(self, now: datetime, dt: float, rng: random.Random, samples: Groups | Iterable[Sample],
+               routable: Optional[dict[tuple[str, str], list[str]]] = None) -> dict[tuple[str, str], ServiceTraffic]:
+        """Draw this tick's counts and record every series at ``now``; the per-service sums.
+
+        The request series are recorded lazily: the tick's counts and the processes that
+        serve them are kept (compactly) and applied to the counters, in order, when the store
+        is next read (``TSDB.before_read``) — what a read sees is the same whenever it reads.
+        Everything else is appended now."""
         containers = self.kubelet.containers
         by_name = self.kubelet.by_name
         node_up = self.network.node_up
-        cells = self.model.draw(samples, rng)
+        cells = self.model.draw(samples, rng, routable=routable)
         traffic: dict[tuple[str, str], ServiceTraffic] = {}
+        counted: list[tuple[Any, ...]] = []
         for cell in cells:
             key = (cell.namespace, cell.service)
             st = traffic.get(key)
@@ -150,23 +167,26 @@ class TwinScraper:
             for b, count in cell.fine.items():
                 st.fine[b] = st.fine.get(b, 0.0) + count
             if cell.pod == "":
-                self._count(self._no_pod_exposition(cell), cell, key)
-                continue
-            served_by = by_name.get((cell.namespace, cell.pod))
-            if served_by is not None:
-                self._count(self._exposition(served_by), cell, key)
+                uid = None
+            else:
+                served_by = by_name.get((cell.namespace, cell.pod))
+                if served_by is None:
+                    continue
+                uid = served_by.pod_uid
+            first = cell.first
+            counted.append((uid, cell.namespace, cell.service, cell.endpoint, tuple(cell.codes.items()),
+                            first, tuple(cell.buckets[first:]), cell.seconds, cell.total))
         t = now.timestamp()
         targets: list[TargetState] = []
         usage: list[ContainerUsage] = []
-        live: set[str] = set()
         running: dict[tuple[str, str], int] = {}
         for c in containers.values():
             if c.state == "running":
                 running[(c.namespace, c.service)] = running.get((c.namespace, c.service), 0) + 1
+        procs: list[tuple[Any, ...]] = []
         for uid, c in containers.items():
             if c.namespace not in self.apps:
                 continue
-            live.add(uid)
             up = c.state == "running" and node_up.get(c.node, False)
             cpu = self._cpu.get(uid)
             if cpu is None or cpu[1] != c.restarts:
@@ -177,74 +197,104 @@ class TwinScraper:
                     usage.append(ContainerUsage(c.namespace, c.pod_name, c.name, c.node, c.image, cpu[0],
                                                 float(self.kubelet.memory_of(c))))
             ip = self._ip(uid, c)
-            if not ip:
-                continue
-            ex = self._exposition(c)
             flavour = self._flavours.get((c.namespace, c.service))
-            port = DATASTORES[flavour][1] if flavour else 8080
-            targets.append(self._target(c, ip, port, up, node_up))
-            if up:
-                if flavour:
-                    self._datastore_gauges(ex, c, flavour, running)
-                ex.block.append(t, ex.refs, ex.values)
-        for uid in [u for u in self._pods if u not in live]:
-            del self._pods[uid]
-            self._cpu.pop(uid, None)
+            clients = sum(running.get((c.namespace, svc), 0) for svc in self._clients[(c.namespace, c.service)]) \
+                if flavour else 0
+            procs.append((uid, c.restarts, bool(up and ip), c.namespace, c.service, c.pod_name, c.name, ip, flavour,
+                          clients))
+            if ip:
+                port = DATASTORES[flavour][1] if flavour else 8080
+                targets.append(self._target(c, ip, port, up, node_up))
+        live = {p[0] for p in procs}
+        for uid in [u for u in self._cpu if u not in live]:
+            del self._cpu[uid]
             self._ips.pop(uid, None)
             self._target_states.pop(uid, None)
-        for ex in self._no_pod.values():
-            ex.block.append(t, ex.refs, ex.values)
+        if procs == self._last_procs:
+            procs = self._last_procs  # (one object for the ticks nothing moved)
+        self._last_procs = procs
+        self._pending.append((t, counted, procs))
+        if len(self._pending) >= MAX_PENDING:
+            self.apply()
         for node in sorted(node_up):
-            targets.append(TargetState("kubelet", kubelet_instance(node), "serviceMonitor/monitoring/kubelet/1",
-                                       f"https://{kubelet_instance(node)}/metrics/cadvisor", bool(node_up[node]),
-                                       (("node", node), ("metrics_path", "/metrics/cadvisor")),
-                                       "" if node_up[node] else f"Get \"https://{kubelet_instance(node)}/metrics/"
-                                                                f"cadvisor\": context deadline exceeded"))
-        targets.append(TargetState(KSM_JOB, KSM_INSTANCE, "serviceMonitor/monitoring/kube-state-metrics/0",
-                                   f"http://{KSM_INSTANCE}/metrics", True, (("namespace", "monitoring"),)))
-        targets.append(prometheus_self())
+            targets.append(self._kubelet_target(node, bool(node_up[node])))
+        targets.append(KSM_TARGET)
+        targets.append(PROMETHEUS_TARGET)
         self._slo_block.append(t, self._slo_refs, self._slo_values)
         self.targets.collect(t, targets)
         self.kube_state.collect(t, self.store, usage)
         return traffic
 
+    def apply(self) -> None:
+        """Apply the recorded ticks to the processes' counters and append their rows, in order."""
+        pending, self._pending = self._pending, []
+        for t, counted, procs in pending:
+            pods = self._pods
+            if procs is not self._applied_procs:
+                for uid, restarts, _up, ns, svc, pod, container, ip, flavour, _clients in procs:
+                    ex = pods.get(uid)
+                    if ex is None:
+                        port = DATASTORES[flavour][1] if flavour else 8080
+                        labels = {"namespace": ns, "service": svc, "pod": pod, "job": svc,
+                                  "instance": f"{ip}:{port}" if ip else pod}
+                        if not flavour:
+                            labels["container"] = container
+                        pods[uid] = _Exposition(self.db, labels, restarts)
+                    elif ex.generation != restarts:  # a new process: its counters start again
+                        ex.reset(restarts)
+                live = {p[0] for p in procs}
+                for uid in [u for u in pods if u not in live]:
+                    del pods[uid]
+                self._applied_procs = procs
+            for cell in counted:
+                uid = cell[0]
+                if uid is None:
+                    self._count(self._no_pod_exposition(cell[1], cell[2]), cell)
+                else:
+                    ex = pods.get(uid)
+                    if ex is not None:
+                        self._count(ex, cell)
+            for uid, _restarts, up, _ns, _svc, _pod, _container, _ip, flavour, clients in procs:
+                if up:
+                    ex = pods[uid]
+                    if flavour:
+                        self._datastore_gauges(ex, flavour, clients)
+                    ex.block.append(t, ex.refs, ex.values)
+            for ex in self._no_pod.values():
+                ex.block.append(t, ex.refs, ex.values)
+
+    def _kubelet_target(self, node: str, up: bool) -> TargetState:
+        hit = self._kubelets.get((node, up))
+        if hit is None:
+            hit = self._kubelets[(node, up)] = TargetState(
+                "kubelet", kubelet_instance(node), "serviceMonitor/monitoring/kubelet/1",
+                f"https://{kubelet_instance(node)}/metrics/cadvisor", up,
+                (("node", node), ("metrics_path", "/metrics/cadvisor")),
+                "" if up else f"Get \"https://{kubelet_instance(node)}/metrics/cadvisor\": context deadline exceeded")
+        return hit
+
     # -- counters ------------------------------------------------------------------------------
-    def _exposition(self, c: Container) -> _Exposition:
-        ex = self._pods.get(c.pod_uid)
+    def _no_pod_exposition(self, ns: str, svc: str) -> _Exposition:
+        ex = self._no_pod.get((ns, svc))
         if ex is None:
-            ip = self._ip(c.pod_uid, c)
-            flavour = self._flavours.get((c.namespace, c.service))
-            port = DATASTORES[flavour][1] if flavour else 8080
-            labels = {"namespace": c.namespace, "service": c.service, "pod": c.pod_name, "job": c.service,
-                      "instance": f"{ip}:{port}" if ip else c.pod_name}
-            if not flavour:
-                labels["container"] = c.name
-            ex = self._pods[c.pod_uid] = _Exposition(self.db, labels, c.restarts)
-        elif ex.generation != c.restarts:  # a new process: its counters start again
-            ex.reset(c.restarts)
+            ex = self._no_pod[(ns, svc)] = _Exposition(self.db, {"namespace": ns, "service": svc, "job": svc}, 0)
         return ex
 
-    def _no_pod_exposition(self, cell: CellDraw) -> _Exposition:
-        key = (cell.namespace, cell.service)
-        ex = self._no_pod.get(key)
-        if ex is None:
-            ex = self._no_pod[key] = _Exposition(self.db, {"namespace": cell.namespace, "service": cell.service,
-                                                           "job": cell.service}, 0)
-        return ex
-
-    def _count(self, ex: _Exposition, cell: CellDraw, key: tuple[str, str]) -> None:
+    def _count(self, ex: _Exposition, cell: tuple[Any, ...]) -> None:
+        """Add one recorded cell (uid, ns, svc, endpoint, codes, first bucket, buckets from it,
+        seconds, total) to a process's counters."""
+        uid, ns, svc, ep, codes_drawn, first_bucket, buckets, seconds, total = cell
         db, values = self.db, ex.values
-        flavour = self._flavours.get(key)
-        if flavour is not None and cell.pod:
+        flavour = self._flavours.get((ns, svc))
+        if flavour is not None and uid is not None:
             prefix, _port, label, commands = DATASTORES[flavour]
-            cmd = commands.get(cell.endpoint, cell.endpoint)
+            cmd = commands.get(ep, ep)
             commands_name, seconds_name, _, _ = datastore_names(prefix)
             i = ex.slot(db, ("commands", cmd), {"__name__": commands_name, label: cmd})
-            values[i] += cell.total
+            values[i] += total
             j = ex.slot(db, ("seconds", cmd), {"__name__": seconds_name, label: cmd})
-            values[j] += cell.seconds
+            values[j] += seconds
             return
-        ep = cell.endpoint
         slots = ex.endpoints.get(ep)
         if slots is None:
             slots = ex.endpoints[ep] = (
@@ -252,20 +302,19 @@ class TwinScraper:
                 ex.slot(db, ("sum", ep), {"__name__": HTTP_DURATION + "_sum", "endpoint": ep}),
                 ex.slot(db, ("count", ep), {"__name__": HTTP_DURATION + "_count", "endpoint": ep}), {})
         first, i_sum, i_count, codes = slots
-        for code, n in cell.codes.items():
+        for code, n in codes_drawn:
             at = codes.get(code)
             if at is None:
                 at = codes[code] = ex.slot(db, ("requests", ep, code),
                                            {"__name__": HTTP_REQUESTS, "endpoint": ep, "code": code})
             values[at] += n
-        lo, hi = first + cell.first, first + len(LE)  # the cumulative buckets that move, in C loops
-        values[lo:hi] = map(add, values[lo:hi], accumulate(cell.buckets[cell.first:]))
-        values[i_sum] += cell.seconds
-        values[i_count] += cell.total
+        lo, hi = first + first_bucket, first + len(LE)  # the cumulative buckets that move, in C loops
+        values[lo:hi] = map(add, values[lo:hi], accumulate(buckets))
+        values[i_sum] += seconds
+        values[i_count] += total
 
-    def _datastore_gauges(self, ex: _Exposition, c: Container, flavour: str, running: dict[tuple[str, str], int]) -> None:
+    def _datastore_gauges(self, ex: _Exposition, flavour: str, clients: int) -> None:
         prefix = DATASTORES[flavour][0]
-        clients = sum(running.get((c.namespace, svc), 0) for svc in self._clients.get((c.namespace, c.service), []))
         i = ex.slot(self.db, ("up",), {"__name__": f"{prefix}_up"})
         ex.values[i] = 1.0
         _, _, name, extra = datastore_names(prefix)

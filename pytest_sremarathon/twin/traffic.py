@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from .counts import Groups, log_sample
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -33,12 +34,8 @@ INGRESS_TIMEOUT_MS = 10000.0
 DNS_TIMEOUT_MS = 5000.0
 DEFAULT_TIMEOUT_MS = 1000.0
 SAMPLES_PER_TICK = 16
-# A request type whose outcome is uncertain (some of its requests fail, not all) gets at least
-# this many samples a tick, so the scrape's counts (counts.py) estimate its failure share from
-# enough handler runs; OUTCOME_DECAY is the weight of the newest tick in that judgement.
-UNCERTAIN_SAMPLES = 4
-OUTCOME_DECAY = 0.3
 MAX_TRACEBACKS_PER_TICK = 3
+_CODES = {404: "404", 500: "500", 503: "503", 504: "504"}
 
 
 @dataclass
@@ -65,30 +62,6 @@ class Network:
         return base + self.zone_latency_ms.get(a, 0.0) + (self.zone_latency_ms.get(b, 0.0) if a != b else 0.0)
 
 
-@dataclass
-class ServiceStats:
-    requests: float = 0.0
-    errors: float = 0.0
-    latencies: list[tuple[float, float]] = field(default_factory=list)  # (ms, weight)
-    origins: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # component -> weighted errors
-
-    def percentiles(self, *qs: float) -> list[float]:
-        """Weighted latency percentiles (``qs`` ascending), from one sort."""
-        if not self.latencies:
-            return [0.0 for _ in qs]
-        ordered = sorted(self.latencies)
-        total = sum(w for _, w in ordered)
-        out: list[float] = []
-        acc, i = 0.0, 0
-        for q in qs:
-            target = q * total
-            while i < len(ordered) and acc + ordered[i][1] < target:
-                acc += ordered[i][1]
-                i += 1
-            out.append(ordered[min(i, len(ordered) - 1)][0])
-        return out
-
-
 class _Frame:
     """One request being served: the CPU work its handler declared and the time it waited on
     calls of its own."""
@@ -107,7 +80,6 @@ class _Endpoint:
     port_ok: bool
     running: list[Container] = field(default_factory=list)  # serving this tick …
     by_zone: dict[str, list[Container]] = field(default_factory=dict)  # … and per zone
-    stats: ServiceStats = field(default_factory=ServiceStats)  # what its callers saw this tick
 
     def __post_init__(self) -> None:
         self.running = [c for c in self.containers if c.state == "running"]
@@ -135,15 +107,13 @@ class TrafficEngine:
         self._mean_work: dict[str, float] = {}  # pod uid -> CPU ms per request served last tick
         self._weight = 1.0
         self._rng = random.Random(0)
-        self.stats: dict[tuple[str, str], ServiceStats] = {}
         self._pod_work: defaultdict[str, float] = defaultdict(float)
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
-        # Every sampled call this tick, for the scrape's counts (twin/counts.py): (namespace,
-        # service, endpoint, the pods it chose among or None, pod, code, latency ms, weight).
-        self.samples: list[tuple[str, str, str, Any, str, str, float, float]] = []
-        self._failing: dict[tuple[str, str], float] = {}  # (app, request type) -> recent failed share
+        # Every sampled call this tick, grouped for the scrape's counts (twin/counts.py: by
+        # service, endpoint, pod, code and the pods it chose among; its weight and latency).
+        self.samples: Groups = {}
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -197,6 +167,11 @@ class TrafficEngine:
             if limit and demand > limit:
                 self._shed[uid] = 1.0 - limit / demand
 
+    def routable(self) -> dict[tuple[str, str], list[str]]:
+        """The pods each Service routes to this tick (its ready, running endpoints)."""
+        return {key: [c.pod_name for c in ep.running] for key, ep in self._endpoints.items()
+                if ep.port_ok and ep.running}
+
     def _port_ok(self, svc: dict[str, Any], ready: list[Container]) -> bool:
         if not ready:
             return True
@@ -208,22 +183,19 @@ class TrafficEngine:
             {p.get("name") for p in spec.get("ports") or [] if p.get("name")}
         return all(p.get("targetPort", p.get("port")) in ports for p in svc["spec"].get("ports") or [])
 
-    def run(self, dt: float, rps_of: Callable[[AppSpec], float]) -> dict[tuple[str, str], ServiceStats]:
-        """Send one tick's sampled requests into every app; returns per-service stats."""
+    def run(self, dt: float, rps_of: Callable[[AppSpec], float]) -> Groups:
+        """Send one tick's sampled requests into every app; returns the tick's sampled calls
+        (:attr:`samples`: what the scrape counts from)."""
         self._pod_work.clear()
         self._pod_requests.clear()
-        self.samples = []
+        self.samples = {}
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
             for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
-                failing = self._failing.get((ns, mix.endpoint), 0.0)
-                if 0.02 < failing < 0.98:
-                    n = max(n, UNCERTAIN_SAMPLES)
                 self._weight = rps * share * dt / n
-                failed = 0
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -232,14 +204,11 @@ class TrafficEngine:
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError:
-                        failed += 1
-                if failed or failing:
-                    self._failing[(ns, mix.endpoint)] = failing + OUTCOME_DECAY * (failed / n - failing)
+                        pass
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
-        self.stats = {key: ep.stats for key, ep in self._endpoints.items() if ep.stats.requests}
-        return self.stats
+        return self.samples
 
     # -- the Router protocol ---------------------------------------------------------------
     def work(self, ctx: Context, ms: float) -> None:
@@ -371,15 +340,13 @@ class TrafficEngine:
                                origin=self._component(ns, service if ctx.service == INGRESS else ctx.service))
         if not ep.port_ok:
             caller.downstream_ms += 1.0
-            self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
-            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
-            self._record(ns, service, 0.0, failed=True, origin=self._component(ns, service))
-            self.samples.append((ns, service, endpoint, None, "", "503", 0.0, self._weight))
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
@@ -390,8 +357,7 @@ class TrafficEngine:
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
-            self._record(ns, service, timeout_ms, failed=True, origin=f"node:{target.node}")
-            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
@@ -402,8 +368,7 @@ class TrafficEngine:
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
             self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
             caller.downstream_ms += timeout_ms
-            self._record(ns, service, timeout_ms, failed=True, origin=self._component(ns, service))
-            self.samples.append((ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight))
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -431,14 +396,16 @@ class TrafficEngine:
             latency += network.pod_delay_ms.get(uid, 0.0)
         self._pod_work[uid] += frame.work_ms * weight
         self._pod_requests[uid] += weight
-        if error is None:  # _record's common case, inline: this runs for every request
-            stats = ep.stats
-            stats.requests += weight
-            stats.latencies.append((latency, weight))
-            self.samples.append((ns, service, endpoint, pool, target.pod_name, "200", latency, weight))
+        key = (ns, service, endpoint, target.pod_name, "200" if error is None else _CODES.get(error.status) or
+               str(error.status), id(pool))
+        logged = self.samples.get(key)  # counts.log_sample, inline: this runs for every call
+        if logged is None:
+            self.samples[key] = [pool, weight, 1, {latency: weight}]
         else:
-            self._record(ns, service, latency, failed=True, origin=error.origin)
-            self.samples.append((ns, service, endpoint, pool, target.pod_name, str(error.status), latency, weight))
+            logged[1] += weight
+            logged[2] += 1
+            lat = logged[3]
+            lat[latency] = lat.get(latency, 0.0) + weight
         if latency > timeout_ms:
             caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
@@ -446,16 +413,6 @@ class TrafficEngine:
         if error is not None:
             raise error
         return result if isinstance(result, dict) else {"value": result}
-
-    def _record(self, ns: str, service: str, latency: float, *, failed: bool, origin: Optional[str]) -> None:
-        s = self._endpoints[(ns, service)].stats
-        w = self._weight
-        s.requests += w
-        s.latencies.append((latency, w))
-        if failed:
-            s.errors += w
-            if origin:
-                s.origins[origin] += w
 
     def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
         k = (c.pod_uid, endpoint, key)
