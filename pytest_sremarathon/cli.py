@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
 
-from . import __version__, builtin, cli_bundle, cli_init, report
+from . import __version__, builtin, cli_bundle, cli_init, cli_kinds, report
 from .agent.loader import AgentLoadError, check_agent
 from .agent_host import AgentSpec
 from .errors import ConfigError, SremarathonError
@@ -175,9 +175,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     except SremarathonError as exc:
         return _fail(str(exc))
     seed = args.seed if args.seed is not None else scenario.spec.seed
-    registry = builtin_registry()
-    for kinds in standalone_plugin_manager().hook.pytest_sremarathon_fault_kinds():
-        registry.update({k.name: k() for k in kinds or []})
+    registry = builtin_registry(standalone_plugin_manager().hook.pytest_sremarathon_fault_kinds())
     schedule = generate(scenario, registry, seed, EPOCH)
     stats = describe(schedule.faults, len(schedule.benign))
     end = EPOCH + timedelta(seconds=scenario.spec.duration)
@@ -323,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
     p.set_defaults(func=cmd_twin_up)
     cli_bundle.add_parsers(sub)
+    cli_kinds.add_parsers(sub)
     report.add_parser(sub)
     cli_init.add_parsers(sub)
     return parser

@@ -181,10 +181,7 @@ class Marathon:
         self.tick_seconds = spec.tick
         self.segments = segment_windows(scenario)
         self.apps: dict[str, AppSpec] = {a.namespace: a for a in scenario.apps}
-        self.registry: dict[str, FaultKind] = builtin_registry()
-        for kinds in (hook.pytest_sremarathon_fault_kinds() if hook else []):
-            for kind in kinds or []:
-                self.registry[kind.name] = kind()
+        self.registry: dict[str, FaultKind] = builtin_registry(hook.pytest_sremarathon_fault_kinds() if hook else ())
         self.provenance: Optional[Provenance] = None  # from the end of the warm-up on
         self.think: ThinkTime = options.think_time or spec.agent.think
         self.stepclock: Optional[StepClock] = None

@@ -3,6 +3,9 @@ the ``pytest_sremarathon_fault_kinds`` hook."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Optional
+
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
 from .dependency import CredentialRotated, DnsZone, ExternalOutage, SlowDatastore
@@ -23,8 +26,13 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               TrafficSurge)
 
 
-def builtin_registry() -> dict[str, FaultKind]:
-    return {k.name: k() for k in BUILTIN_KINDS}
+def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:
+    """Every kind by name: the built-in ones, then what plugins add (the answers of the
+    ``pytest_sremarathon_fault_kinds`` hook; a plugin kind of a built-in name replaces it)."""
+    registry: dict[str, FaultKind] = {k.name: k() for k in BUILTIN_KINDS}
+    for kinds in plugin_kinds:
+        registry.update({k.name: k() for k in kinds or []})
+    return registry
 
 
 __all__ = ["BUILTIN_KINDS", "Fault", "FaultKind", "World", "builtin_registry"]

@@ -56,6 +56,16 @@ class FaultKind:
     name: ClassVar[str]
     family: ClassVar[str]
     description: ClassVar[str] = ""
+    # The catalogue's columns (``sremarathon kinds``; docs/INTERNALS.md "Fault kinds"). Every
+    # built-in kind fills them; a plugin kind that does not shows its description only.
+    #: How the root cause is named (DESIGN.md identifiers), e.g. ``service:<app>/<service>``.
+    component_form: ClassVar[str] = ""
+    #: How the fault reaches the cluster.
+    arrives: ClassVar[str] = "injected straight into the cluster or its surroundings"
+    #: The repair the kind documents: what an SRE owes while the fault is active.
+    repair: ClassVar[str] = ""
+    #: What the mitigation judge reads from the cluster to call the fault repaired.
+    judge: ClassVar[str] = ""
 
     def inject(self, world: World, fault: Fault) -> None:
         raise NotImplementedError

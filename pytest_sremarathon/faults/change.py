@@ -101,6 +101,9 @@ class ChangeFault(FaultKind):
     the live cluster (``live``); mitigation is "not live anywhere, and the service serves"."""
 
     family = "change"
+    component_form = "service:<app>/<service>"
+    arrives = "a curated change committed and deployed through the pipeline (build, then rollout)"
+    repair = "revert the change through the pipeline (or deploy an earlier good ref)"
 
     # -- what the curated change says ------------------------------------------------------
     def curated(self, world: World, fault: Fault) -> CuratedChange:
@@ -180,6 +183,11 @@ class CodeFault(ChangeFault):
     while the fault is in it). Mitigated once no active pod of the service — running, crash
     looping or pending — has an image whose artifact contains the signature, and the service has
     a ready pod. Repair: revert the change (or deploy an earlier good ref) through the pipeline."""
+
+    judge = (
+        "no active pod of the service runs an artifact containing the change's signature, and "
+        "the service has a ready pod"
+    )
 
     def signature(self, world: World, fault: Fault) -> str:
         tag = self.tag(world, fault)
@@ -265,6 +273,7 @@ class CodeRetryStorm(CodeFault):
 
     name = "code-retry-storm"
     description = "a code change retries downstream calls in a storm"
+    repair = "revert the change through the pipeline (scaling the callee only buys headroom)"
 
     def symptoms_from(self, world: World, ns: str, service: str) -> set[tuple[str, str]]:
         out = super().symptoms_from(world, ns, service)
@@ -296,6 +305,11 @@ class ConfigFault(ChangeFault):
     ``key == value`` (for a removed key: every running pod has the key again), and the service
     has a ready pod. Repair: revert the change through the pipeline (or an equivalent fix
     deployed through it)."""
+
+    judge = (
+        "no running pod of the service holds the bad configuration value (or lacks the "
+        "removed key), and the service has a ready pod"
+    )
 
     def _key(self, world: World, fault: Fault) -> tuple[str, Optional[str]]:
         tag = self.tag(world, fault)
@@ -347,6 +361,7 @@ class ConfigFeatureFlag(ConfigFault):
 
     name = "config-feature-flag"
     description = "a feature flag enables an expensive code path"
+    repair = "revert the change (switch the flag off through the pipeline)"
 
 
 class ConfigPoolSize(ConfigFault):
@@ -381,6 +396,11 @@ class ManifestFault(ChangeFault):
     ``spec.template.*`` fields), and the service serves: a ready pod for a Deployment, a ready
     endpoint for a Service. Repair: revert the change through the pipeline, or fix the field (in
     the manifest and redeploy, or on the live object)."""
+
+    judge = (
+        "the live object's field no longer has the bad value, every active pod was created "
+        "from a template without it, and the service has a ready pod"
+    )
 
     TEMPLATE = "spec.template."
 
@@ -444,6 +464,7 @@ class ManifestMemoryLimit(ManifestFault):
 
     name = "manifest-memory-limit"
     description = "a container memory limit cut below the service's usage"
+    repair = "revert the change (or raise the limit in the manifest and redeploy)"
 
 
 class ManifestReadinessProbe(ManifestFault):
@@ -456,6 +477,7 @@ class ManifestReadinessProbe(ManifestFault):
 
     name = "manifest-readiness-probe"
     description = "a readiness probe typo keeps new pods unready"
+    repair = "revert the change (or fix the probe in the manifest and redeploy)"
 
 
 class ManifestServiceSelector(ManifestFault):
@@ -468,6 +490,7 @@ class ManifestServiceSelector(ManifestFault):
 
     name = "manifest-service-selector"
     description = "a Service selector that matches no pods"
+    repair = "revert the change (or fix the selector and redeploy)"
 
 
 class ManifestTargetPort(ManifestFault):
@@ -479,6 +502,7 @@ class ManifestTargetPort(ManifestFault):
 
     name = "manifest-target-port"
     description = "a Service targetPort that matches no container port"
+    repair = "revert the change (or fix the targetPort and redeploy)"
 
 
 class ManifestReplicasCut(ManifestFault):
@@ -491,6 +515,10 @@ class ManifestReplicasCut(ManifestFault):
 
     name = "manifest-replicas-cut"
     description = "a Deployment's replicas cut below what the service needs"
+    repair = (
+        "revert the change (or restore the count in the manifest and redeploy); scaling by "
+        "hand holds only until the next deploy"
+    )
 
 
 class ManifestZoneAffinity(ManifestFault):
@@ -503,6 +531,7 @@ class ManifestZoneAffinity(ManifestFault):
 
     name = "manifest-zone-affinity"
     description = "node affinity pins all replicas of a service into one zone"
+    repair = "revert the change (or drop the affinity in the manifest and redeploy)"
 
 
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (

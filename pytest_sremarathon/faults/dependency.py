@@ -62,6 +62,9 @@ class SlowDatastore(FaultKind):
     name = "dependency-slow-datastore"
     family = "dependency"
     description = "a datastore answers slowly until it is restarted"
+    component_form = "service:<app>/<datastore>"
+    repair = "restart the datastore's pods (kubectl delete pod or rollout restart)"
+    judge = "the datastore has a ready pod and every ready pod of it was created after the fault began"
 
     def inject(self, world: World, fault: Fault) -> None:
         ns, ds = fault.app, fault.params["service"]
@@ -113,6 +116,15 @@ class ExternalOutage(FaultKind):
     name = "dependency-external-outage"
     family = "dependency"
     description = "a third-party API the app depends on is down"
+    component_form = "external:<name>"
+    repair = (
+        "switch on the app's documented fallback (shop: PAYMENT_FALLBACK=queue on payment, by "
+        "the pipeline or kubectl set env)"
+    )
+    judge = (
+        "every running pod of the fallback's service uses the fallback value, and the service "
+        "has a ready pod"
+    )
 
     def inject(self, world: World, fault: Fault) -> None:
         name = fault.params["external"]
@@ -172,6 +184,15 @@ class DnsZone(FaultKind):
     name = "dependency-dns-zone"
     family = "dependency"
     description = "DNS resolution fails for every pod of one zone"
+    component_form = "zone:<zone>"
+    repair = (
+        "move the calling workloads out of the zone (cordon and drain its nodes, or pin the "
+        "deployments elsewhere)"
+    )
+    judge = (
+        "no active pod of a calling service is bound to a node of the zone, and every "
+        "affected service has a ready pod"
+    )
 
     def inject(self, world: World, fault: Fault) -> None:
         zone = fault.params["zone"]
@@ -227,6 +248,12 @@ class CredentialRotated(FaultKind):
     name = "dependency-credential-expired"
     family = "dependency"
     description = "a datastore's credential was rotated under its clients"
+    component_form = "service:<app>/<datastore>"
+    repair = "restart the clients so they read the current Secret (kubectl rollout restart deployment/<client>)"
+    judge = (
+        "every running client pod presents the password every running datastore pod requires, "
+        "and each client has a ready pod"
+    )
 
     def _clients(self, world: World, ns: str, ds: str) -> list[str]:
         return sorted(s for s, spec in world.apps[ns].services.items() if ds in spec.calls)

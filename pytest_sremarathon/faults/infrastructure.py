@@ -120,6 +120,9 @@ class NodeFailure(FaultKind):
     name = "node-failure"
     family = "infrastructure"
     description = "a worker node goes down"
+    component_form = "node:<node>"
+    repair = "cordon the node and drain it (kubectl cordon/drain)"
+    judge = "the node is cordoned and no active application pod is bound to it"
 
     def inject(self, world: World, fault: Fault) -> None:
         node = fault.params["node"]
@@ -157,6 +160,9 @@ class ZoneOutage(FaultKind):
     name = "zone-outage"
     family = "infrastructure"
     description = "every node of one zone goes down"
+    component_form = "zone:<zone>"
+    repair = "cordon and drain every node of the zone"
+    judge = "every node of the zone is cordoned and no active application pod is bound to any of them"
 
     def inject(self, world: World, fault: Fault) -> None:
         zone = fault.params["zone"]
@@ -193,6 +199,9 @@ class CpuNoisyNeighbour(FaultKind):
     name = "cpu-noisy-neighbour"
     family = "infrastructure"
     description = "a noisy neighbour steals a node's CPU"
+    component_form = "node:<node>"
+    repair = "cordon the node and drain it (kubectl cordon/drain)"
+    judge = "the node is cordoned and no active application pod is bound to it"
 
     def inject(self, world: World, fault: Fault) -> None:
         node = fault.params["node"]
@@ -231,6 +240,9 @@ class DiskPressure(FaultKind):
     name = "disk-pressure"
     family = "infrastructure"
     description = "a node's disk fills up and its kubelet evicts pods"
+    component_form = "node:<node>"
+    repair = "cordon the node and drain it (kubectl cordon/drain)"
+    judge = "the node is cordoned and no active application pod is bound to it"
 
     def inject(self, world: World, fault: Fault) -> None:
         node = fault.params["node"]
@@ -294,6 +306,15 @@ class ZonePartition(FaultKind):
     name = "zone-partition"
     family = "infrastructure"
     description = "the network between two zones is cut"
+    component_form = "zone:<zone>"
+    repair = (
+        "keep calls zone-local: scale each callee to a ready pod in every zone its callers "
+        "serve from, or cordon and drain one side"
+    )
+    judge = (
+        "for every call edge, each zone of the pair where the caller runs a pod also has a "
+        "ready pod of the callee"
+    )
 
     def inject(self, world: World, fault: Fault) -> None:
         zone, peer = fault.params["zone"], fault.params["peer"]
@@ -334,6 +355,12 @@ class NetworkLatency(FaultKind):
     name = "network-latency"
     family = "infrastructure"
     description = "one zone's network adds latency to every packet"
+    component_form = "zone:<zone>"
+    repair = "move the workloads out of the zone (cordon and drain its nodes, or pin the deployments elsewhere)"
+    judge = (
+        "no active application pod is bound to a node of the zone, and every affected service "
+        "has a ready pod"
+    )
 
     def inject(self, world: World, fault: Fault) -> None:
         zone, ms = fault.params["zone"], float(fault.params.get("latency_ms", 300))
@@ -437,6 +464,13 @@ class TrafficSurge(FaultKind):
     name = "traffic-surge"
     family = "load"
     description = "a traffic surge saturates an application's deployments"
+    component_form = "service:<app>/<entry service>"
+    repair = "scale the saturated deployments out until each runs below 70% of its CPU limit per pod"
+    judge = (
+        "over the last two minutes every saturated deployment has a ready pod, serves at "
+        "least 70% of the surge's request rate and averages below 70% of its CPU limit per "
+        "ready pod"
+    )
 
     def __init__(self) -> None:
         self._saturated: dict[str, dict[str, float]] = {}  # fault id -> {deployment: requests/s before}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import math
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -499,6 +500,9 @@ UNREPAIRED = [
 def test_cleanup_of_an_unrepaired_fault_restores_the_cluster(twin: Twin, kind: str, app: str,
                                                              params: dict[str, Any]) -> None:
     fault = twin.inject(kind, app, **params)
+    # the catalogue's component form (``sremarathon kinds``) is how injection names the cause
+    form = twin.registry[kind].component_form
+    assert re.fullmatch(re.sub(r"<[^>]+>", "[a-z0-9-]+", form), fault.component), (form, fault.component)
     twin.run(6)
     assert not twin.mitigated(fault)
     twin.cleanup(fault)  # the end of the window: the on-call human's fix
