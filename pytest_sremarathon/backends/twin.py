@@ -69,9 +69,8 @@ class TwinBackend:
         self.cluster.tick(dt, rng)
 
     def settled(self) -> None:
-        """The warm-up is over: its start-up failures (callers of pods not ready yet) leave the
-        windows the scrape's failure shares are estimated over (the series keep them)."""
-        self.cluster.scraper.model.reset()
+        """The warm-up is over (:meth:`TwinCluster.settled`)."""
+        self.cluster.settled()
 
     def close(self) -> None:
         self.server.stop()

@@ -55,6 +55,14 @@ class TwinCluster:
         self._ticks = 0
 
     # -- set-up ----------------------------------------------------------------------------
+    def settled(self) -> None:
+        """The warm-up is over. Every pod started at once from nothing, and the callers of pods
+        not ready yet failed meanwhile; with a sample or two a tick, the count model would need
+        many minutes of clean samples to rule such a share out (twin/counts.py), and a cluster
+        in its steady state never starts that way. So its windows forget the warm-up (the
+        recorded series keep it)."""
+        self.scraper.model.reset()
+
     def bootstrap(self) -> None:
         with self.store.lock:
             for ns in SYSTEM_NAMESPACES + tuple(a.namespace for a in self.apps):

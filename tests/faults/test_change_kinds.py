@@ -244,6 +244,7 @@ def _warm(world: TwinWorld) -> Evidence:
             break
         world.tick()
     assert world.all_ready(), "the shop did not come up"
+    world.cluster.settled()  # as a marathon's warm-up ends
     world.tick(4)
     assert not world.alerting(), f"the healthy shop already alerts: {world.alerting()}"
     ev = Evidence()

@@ -52,7 +52,9 @@ class Twin(AppTwin):
     def __init__(self, app: AppSpec, repos: Path) -> None:
         super().__init__([app], repos, start=EPOCH + timedelta(hours=10))  # busy daytime traffic
         self.registry = builtin_registry()
-        self.run(minutes=15)
+        self.run(minutes=5)
+        self.cluster.settled()  # as a marathon's warm-up ends
+        self.run(minutes=10)
 
     def curated(self, app: str, change_id: str) -> CuratedChange:
         raise KeyError(change_id)
