@@ -150,3 +150,27 @@ def test_reached_with_kubectl_and_the_official_client_behind_the_token(shop: Ale
     with pytest.raises(kubernetes.client.ApiException) as denied:
         core.delete_namespaced_service("alertmanager", "monitoring")
     assert denied.value.status == 403 and "protected-namespaces" in denied.value.body
+
+
+def test_in_a_marathon_the_agent_reads_the_observations_alerts_and_its_silence_is_denied_and_recorded(
+        tmp_path: Path, write_scenario: Any) -> None:
+    from pytest_sremarathon.agent_host import AgentSpec
+    from pytest_sremarathon.bundle import open_bundle
+    from pytest_sremarathon.marathon import Marathon, MarathonOptions
+    from pytest_sremarathon.scenario import load_scenario
+
+    scenario = write_scenario(apps=["shop"], duration="40m", schedule={"faults": 2, "warmup": "5m", "quiet_tail": "5m"},
+                              agent={"think_time": "frozen"})
+    options = MarathonOptions(agent=AgentSpec.from_options("observability_agents:AlertmanagerReader"), seed=3,
+                              out_dir=tmp_path / "runs")
+    result = Marathon(load_scenario(scenario), options).run()
+    events = open_bundle(result.bundle).events
+    steps = [e.data for e in events if e.type == "agent.step"]
+    assert steps and all(s["outcome"] == "ok" for s in steps), [s.get("error") for s in steps]
+    notes = [json.loads(s["report"]["notes"]) for s in steps]
+    assert all(n["same"] and n["silence"] == 403 for n in notes), notes
+    assert any(n["firing"] for n in notes) and "frontend.shop" in notes[-1]["services"]
+    denied = [e.data for e in events if e.type == "action" and e.data["target"] == "alertmanager/silences"]
+    assert len(denied) == len(steps)
+    assert all(d["rule"] == "no-silence-alerts" and d["status"] == 403 and not d["allowed"] and d["verb"] == "create"
+               for d in denied)
