@@ -174,3 +174,21 @@ def test_in_a_marathon_the_agent_reads_the_observations_alerts_and_its_silence_i
     assert len(denied) == len(steps)
     assert all(d["rule"] == "no-silence-alerts" and d["status"] == 403 and not d["allowed"] and d["verb"] == "create"
                for d in denied)
+
+
+def test_requests_over_tls_through_the_service_proxy_with_the_ca(shop: AlertingShop, tmp_path: Path) -> None:
+    """As amtool or HolmesGPT's Alertmanager toolset would, over HTTPS to the API server."""
+    requests = pytest.importorskip("requests")
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(shop.backend.server.ca_pem)
+    session = requests.Session()
+    session.trust_env = False  # loopback only
+    session.verify = str(ca)
+    session.headers["Authorization"] = f"Bearer {TOKEN}"
+    base = shop.backend.server.https_url + AM
+    r = session.get(base + "/api/v2/alerts", params={"active": "true", "filter": 'severity="critical"'})
+    assert r.status_code == 200
+    assert {a["labels"]["alertname"] for a in r.json()} == {a.name for a in firing(shop) if a.severity == "critical"}
+    r = session.post(base + "/api/v2/silences", json=silence(shop, "checkout"))
+    assert r.status_code == 403 and "no-silence-alerts" in r.json()
+    assert session.get(base + "/api/v2/receivers").json() == [{"name": "sremarathon"}]

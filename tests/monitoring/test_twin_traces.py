@@ -227,3 +227,23 @@ def test_reads_pass_the_policy_point(shop: Shop) -> None:
     assert resp.status == 403 and deny.records == [("kube/monitoring/services/jaeger-query/proxy", 403)]
     shop.get(JAEGER + "/api/services")
     assert shop.admission.records == []  # an allowed read is no action
+
+
+def test_requests_over_tls_through_the_service_proxy_with_the_ca(shop: Shop, tmp_path: Path) -> None:
+    """As a Jaeger client (Grafana's data source, HolmesGPT's toolset) would: HTTPS to the API
+    server, the kubeconfig's CA and token."""
+    requests = pytest.importorskip("requests")
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(shop.backend.server.ca_pem)
+    session = requests.Session()
+    session.trust_env = False  # loopback only
+    session.verify = str(ca)
+    session.headers["Authorization"] = f"Bearer {TOKEN}"
+    base = shop.backend.server.https_url + JAEGER
+    r = session.get(base + "/api/traces", params={"service": "frontend.shop", "limit": 3, "lookback": "5m"})
+    assert r.status_code == 200 and len(r.json()["data"]) == 3
+    trace_id = r.json()["data"][0]["traceID"]
+    r = session.get(base + f"/api/traces/{trace_id}")
+    assert r.status_code == 200 and r.json()["data"][0]["traceID"] == trace_id
+    assert session.get(base + "/api/traces/zzz").status_code == 400
+    assert session.get(base + "/api/traces/" + "0" * 31 + "1").json()["errors"][0]["msg"] == "trace not found"
