@@ -6,7 +6,7 @@
   user's command for ``--agent-cmd``; its own session/process group, cwd = the workspace, an
   environment scrubbed to ``PATH``, ``HOME`` (= workspace), ``LANG``, ``KUBECONFIG``, ``TMPDIR``
   (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots, minus anything under a hidden
-  path), ``PROMETHEUS_URL`` (the monitoring namespace's Prometheus, when the backend has one), plus the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token travels only inside the setup message — never argv or environment.
+  path), ``PROMETHEUS_URL``, ``ALERTMANAGER_URL``, ``JAEGER_URL`` (the monitoring namespace's services, those the backend has), plus the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token travels only inside the setup message — never argv or environment.
 * **Isolation.** When ``unshare`` works (detected once per interpreter), the process runs in new
   mount + PID namespaces with a private ``/proc``: it sees no process of ours (no environ,
   cmdline or memory), every ``hide`` path is covered by an empty read-only tmpfs (the workspace
@@ -557,7 +557,9 @@ class AgentHost:
             "KUBECONFIG": self.env.kubeconfig,
             "TMPDIR": str(tmp),
             "PYTHONPATH": _python_path(self.hide),
-            **({"PROMETHEUS_URL": self.env.prometheus_url} if self.env.prometheus_url else {}),
+            **{name: url for name, url in (("PROMETHEUS_URL", self.env.prometheus_url),
+                                           ("ALERTMANAGER_URL", self.env.alertmanager_url),
+                                           ("JAEGER_URL", self.env.jaeger_url)) if url},
         })
 
     def _start(self) -> StepOutcome:

@@ -276,7 +276,11 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
         print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -A", flush=True)
         for name, url in sorted(backend.urls.items()):  # the monitoring namespace's services
             print(f"{name}: {url} (bearer token: the kubeconfig's)", flush=True)
-        print(f"  kubectl get --raw '{backend.monitoring.proxy_url('', 'prometheus', 9090)}/api/v1/query?query=up'",
+        proxy, app = backend.monitoring.proxy_url, scenario.apps[0]
+        entry = f"{app.traffic.entry}.{app.namespace}"  # Jaeger's service names
+        print(f"  kubectl get --raw '{proxy('', 'prometheus', 9090)}/api/v1/query?query=up'", flush=True)
+        print(f"  kubectl get --raw '{proxy('', 'alertmanager', 9093)}/api/v2/alerts'", flush=True)
+        print(f"  kubectl get --raw '{proxy('', 'jaeger-query', 16686)}/api/traces?service={entry}'",
               flush=True)
         print(f"virtual time runs {args.speed:g} tick(s) of {tick:g}s per wall second; Ctrl-C stops", flush=True)
         while True:

@@ -254,7 +254,7 @@ class Marathon:
         self.private_dir = Path(tempfile.mkdtemp(prefix="sremarathon-private-"))
         self.admission = _Admission(self, Policy(tuple(spec.policy.rules)))
         agent_token = secrets.token_urlsafe(24)
-        factory = resolve_backend(self.options.backend, self.hook, keep_cluster=self.options.keep_cluster)
+        factory = resolve_backend(self.options.backend, self.hook, keep_cluster=self.options.keep_cluster, seed=seed)
         if factory is None:
             raise ValueError(f"unknown backend {self.options.backend!r}; available: "
                              f"{', '.join(sorted(backend_factories(self.hook)))}")
@@ -270,6 +270,9 @@ class Marathon:
         rules = getattr(self.backend, "rules", None)  # the monitoring namespace's Prometheus shows them
         if rules is not None:
             rules.source = self.alerts
+        feed = getattr(self.backend, "alert_feed", None)  # its Alertmanager shows the Observation's alerts
+        if feed is not None:
+            feed.source = self._alerts_seen.values
         while self.clock.now < self.start_time:  # pods scheduled, started and ready before t=0
             self.clock.advance(self.tick_seconds)
             self.backend.tick(self.tick_seconds, random.Random(f"warmup:{seed}:{self.clock.now.isoformat()}"))
@@ -288,7 +291,8 @@ class Marathon:
         urls = dict(getattr(self.backend, "urls", None) or {})  # the monitoring services' direct URLs
         env = EnvironmentWire(workspace=str(self.workspace), kubeconfig=str(kubeconfig), apps=sorted(self.apps),
                               cadence_seconds=spec.cadence, server=self.server.url, token=agent_token,
-                              prometheus_url=urls.get("prometheus"))
+                              prometheus_url=urls.get("prometheus"), alertmanager_url=urls.get("alertmanager"),
+                              jaeger_url=urls.get("jaeger-query"))
         # Every app's change catalogue beside the scenario's: it tells faulty changes from benign.
         # The package's own (built-in) catalogues too, wherever the package is installed (site-
         # packages, a checkout): a scenario running copies of the apps has the same changes there.

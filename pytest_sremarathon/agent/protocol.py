@@ -121,13 +121,16 @@ class EnvironmentWire(_Record):
     # The monitoring namespace's services at direct URLs on the agent's server (issue 16),
     # behind the same token; None on a backend without them.
     prometheus_url: Optional[str] = None
+    alertmanager_url: Optional[str] = None
+    jaeger_url: Optional[str] = None
 
 
 class Environment:
     """Handed to ``Agent.setup`` once per run."""
 
     def __init__(self, workspace: Path, kubeconfig: Path, apps: list[str], cadence: timedelta,
-                 pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None) -> None:
+                 pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None,
+                 alertmanager_url: Optional[str] = None, jaeger_url: Optional[str] = None) -> None:
         self.workspace = workspace
         self.kubeconfig = kubeconfig
         self.apps = apps
@@ -137,6 +140,12 @@ class Environment:
         #: The Prometheus HTTP API (``{prometheus_url}/api/v1/query``), with the kubeconfig's
         #: bearer token; also ``PROMETHEUS_URL`` in the agent's environment.
         self.prometheus_url = prometheus_url
+        #: Alertmanager's API v2 (``{alertmanager_url}/api/v2/alerts``; ``ALERTMANAGER_URL``):
+        #: the alerts the observations carry, and silences (which the policy point judges).
+        self.alertmanager_url = alertmanager_url
+        #: The Jaeger query API (``{jaeger_url}/api/traces?service=checkout.shop``; ``JAEGER_URL``):
+        #: traces of a head-sampled share of the requests. Times are virtual, as everywhere.
+        self.jaeger_url = jaeger_url
 
     def __repr__(self) -> str:
         return f"Environment(workspace={self.workspace}, apps={self.apps}, cadence={self.cadence})"

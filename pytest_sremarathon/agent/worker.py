@@ -246,7 +246,8 @@ class Worker:
             workspace=Path(wire.workspace), kubeconfig=Path(wire.kubeconfig), apps=list(wire.apps),
             cadence=timedelta(seconds=wire.cadence_seconds),
             pipeline=PipelineClient(wire.server, wire.token),
-            telemetry=TelemetryClient(wire.server, wire.token), prometheus_url=wire.prometheus_url)
+            telemetry=TelemetryClient(wire.server, wire.token), prometheus_url=wire.prometheus_url,
+            alertmanager_url=wire.alertmanager_url, jaeger_url=wire.jaeger_url)
         try:
             factory = resolve_agent(str(msg.get("agent")))
         except AgentLoadError as exc:

@@ -62,11 +62,13 @@ BackendFactory = Callable[..., Backend]
 
 
 def twin_backend(scenario: Scenario, clock: VirtualClock, *, emit: Callable[[str, Any], None],
-                 admission: Admission, private_dir: Path, tokens: dict[str, str]) -> Backend:
-    """``twin`` (the default): the embedded cluster."""
+                 admission: Admission, private_dir: Path, tokens: dict[str, str], seed: int = 0) -> Backend:
+    """``twin`` (the default): the embedded cluster (``seed``: the run's, for the monitoring
+    services' own random streams)."""
     from .twin import TwinBackend
 
-    return TwinBackend(scenario, clock, emit=emit, admission=admission, private_dir=private_dir, tokens=tokens)
+    return TwinBackend(scenario, clock, emit=emit, admission=admission, private_dir=private_dir, tokens=tokens,
+                       seed=seed)
 
 
 def kind_backend(*args: Any, **kw: Any) -> Backend:

@@ -15,8 +15,10 @@ offers the same attributes:
 5. ``server``: the policy proxy (:mod:`.proxy`) on loopback, serving the agent's Kubernetes API
    and the ``/sremarathon/v1/`` pipeline and telemetry endpoints;
 6. the ``monitoring`` namespace's Prometheus (:mod:`.monitoring`) over the series each scrape
-   records (:mod:`..kube.series`), through the proxy's service proxy and at ``/prometheus/``
-   (the Service object is not created in the cluster: the proxy answers for it).
+   records (:mod:`..kube.series`), and its Alertmanager over the Observation's alerts, through
+   the proxy's service proxy and at ``/prometheus/`` and ``/alertmanager/`` (the Service objects
+   are not created in the cluster: the proxy answers for them). No ``jaeger-query``: the
+   service processes are not traced.
 
 ``tick(dt)`` keeps the virtual clock from running ahead of the cluster (it waits until ``dt``
 wall seconds have passed since the previous tick), relists the mirror and scrapes the
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import shutil
 import time
 from collections.abc import Callable
@@ -53,7 +56,7 @@ from ..pipeline.service import Pipelines
 from ..scenario import Scenario
 from ..serving.http import Admission
 from .agent_api import PREFIX, make_handler
-from .monitoring import DeferredRules, Monitoring, prometheus_service
+from .monitoring import DeferredAlerts, DeferredRules, Monitoring, alertmanager_service, prometheus_service
 
 DEFAULT_TRAFFIC_SCALE = 0.1
 
@@ -86,7 +89,8 @@ class KubeBackend:
                  admission: Admission, private_dir: Path, tokens: dict[str, str],
                  kubeconfig: Optional[Path] = None, keep_cluster: bool = False, cluster_name: Optional[str] = None,
                  progress: Callable[[str], None] = _say, traffic_scale: Optional[float] = None,
-                 images: Optional[ImagePublisher] = None, docker: Optional[bool] = None, realtime: bool = True) -> None:
+                 images: Optional[ImagePublisher] = None, docker: Optional[bool] = None, realtime: bool = True,
+                 seed: int = 0) -> None:
         self.clock = clock
         self.progress = progress
         self.keep_cluster = keep_cluster
@@ -140,6 +144,11 @@ class KubeBackend:
                 targets=cluster.series.targets, rules=self.rules, admission=admission,
                 start_time=clock.now.timestamp())
             self.monitoring.add(prometheus)
+            self.alert_feed = DeferredAlerts()  # the Observation's alerts, as on the twin (no traces here)
+            alertmanager, self.alertmanager = alertmanager_service(
+                self.alert_feed.firing, lambda: clock.now, random.Random(f"{seed}:alertmanager"), cluster.store.lock,
+                admission)
+            self.monitoring.add(alertmanager)
             self._server = PolicyProxy(api, tokens=tokens, admission=admission,
                                        extensions={PREFIX: make_handler(self.pipelines, cluster.metrics, admission),
                                                    **self.monitoring.extensions()},

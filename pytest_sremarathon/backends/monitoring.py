@@ -26,22 +26,37 @@ actions). The namespace itself stays protected: its Services cannot be changed o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Optional
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
-from ..policy import MutationRequest
+from ..alertmanager import (
+    AlertmanagerAPI,
+    AlertmanagerConfig,
+    AlertRecord,
+    AmAlert,
+    Route,
+    SilenceRequest,
+    Verdict,
+    from_record,
+)
+from ..policy import Decision, MutationRequest
 from ..prometheus import TSDB, PrometheusAPI, RuleGroup, RuleSource, TargetSource
 from ..serving.http import Admission, ExtensionHandler, Request, Response
+from ..tracing import JaegerQuery
 
 NAMESPACE = "monitoring"
 PROMETHEUS = "prometheus"
 PROMETHEUS_PORT = 9090
-# Ports of the services the other observability handlers add (issue 16): Alertmanager's API v2
-# and the Jaeger query API, mounted with Monitoring.add under "/alertmanager/" and "/jaeger/".
+# The other observability services (issue 16): Alertmanager's API v2 and the Jaeger query API,
+# mounted with Monitoring.add under "/alertmanager/" and "/jaeger/".
+ALERTMANAGER = "alertmanager"
 ALERTMANAGER_PORT = 9093
+JAEGER_QUERY = "jaeger-query"
 JAEGER_QUERY_PORT = 16686
 
 
@@ -159,3 +174,101 @@ def unavailable_handler(message: str) -> ExtensionHandler:
 
     return handle
 
+
+
+def _read_denied(admission: Optional[Admission], actor: str, service: str) -> Optional[str]:
+    """Put a request to a monitoring service to the policy point as a read (as Prometheus's
+    are); the denial's message if a read rule denies it (recorded), else None."""
+    if admission is None:
+        return None
+    read = MutationRequest(actor=actor, channel="kube", verb="get", resource="services", namespace=NAMESPACE,
+                           name=service, subresource="proxy")
+    decision = admission.decide(read)
+    if decision.allowed:
+        return None
+    admission.record(read, decision, 403)
+    return decision.message or "forbidden"
+
+
+def _query_of(req: Request) -> dict[str, list[str]]:
+    """The query as the handlers take it (``parse_qs``: repeated parameters kept)."""
+    if req.raw_query:
+        return parse_qs(req.raw_query, keep_blank_values=True)
+    return {k: [v] for k, v in req.query.items()}
+
+
+# -- Jaeger -------------------------------------------------------------------------------------
+
+def jaeger_service(query: JaegerQuery, lock: AbstractContextManager[Any],
+                   admission: Optional[Admission] = None) -> MonitoringService:
+    """The ``jaeger-query:16686`` Service (the Jaeger query API over the traced requests), at
+    ``/jaeger`` on the agent's server. Answered under ``lock``: the traffic engine records
+    spans under it (the twin's tick holds it throughout)."""
+
+    def handle(req: Request) -> Response:
+        denied = _read_denied(admission, req.actor, JAEGER_QUERY)
+        if denied is not None:
+            return Response(403, {"data": None, "total": 0, "limit": 0, "offset": 0,
+                                  "errors": [{"code": 403, "msg": denied}]})
+        with lock:
+            status, body = query.handle(req.method, req.path, _query_of(req))
+        return Response(status, body)
+
+    return MonitoringService(JAEGER_QUERY, JAEGER_QUERY_PORT, "/jaeger", handle, port_name="query",
+                             labels={"app.kubernetes.io/component": "query", "app.kubernetes.io/part-of": "jaeger"})
+
+
+# -- Alertmanager -------------------------------------------------------------------------------
+
+class DeferredAlerts:
+    """The alerts the agent's Observation carries, once the marathon gives them (its alert
+    history, which the alert engine's transitions fill); the firing ones, as Alertmanager
+    holds them. None until then (``sremarathon twin up`` evaluates no rules)."""
+
+    def __init__(self) -> None:
+        self.source: Optional[Callable[[], Iterable[AlertRecord]]] = None
+
+    def firing(self) -> list[AmAlert]:
+        if self.source is None:
+            return []
+        # generatorURL: where Prometheus shows the rule behind the alert
+        return [from_record(a, generator_url=f"http://{PROMETHEUS}.{NAMESPACE}.svc:{PROMETHEUS_PORT}/alerts?"
+                                             + urlencode({"search": a.labels.get("alertname", "")}))
+                for a in list(self.source()) if a.ends_at is None]
+
+
+def silence_mutation(req: SilenceRequest) -> MutationRequest:
+    """A silence change as the policy point judges it (``no-silence-alerts``). No namespace:
+    with ``monitoring``, ``protected-namespaces`` would answer first and name the wrong rule."""
+    return MutationRequest(actor=req.actor, channel="alertmanager", verb=req.verb, resource="silences",
+                           name=req.silence_id, body=req.body)
+
+
+def alertmanager_service(alerts: Callable[[], Iterable[AmAlert]], now: Callable[[], datetime],
+                         rng: random.Random, lock: AbstractContextManager[Any],
+                         admission: Optional[Admission] = None) -> tuple[MonitoringService, AlertmanagerAPI]:
+    """The ``alertmanager:9093`` Service (Alertmanager's API v2 over ``alerts``, silences that
+    pass the policy point), at ``/alertmanager`` on the agent's server. ``now`` is the virtual
+    clock, as Prometheus's; ``rng`` draws silence ids (a stream of its own)."""
+    def decide(req: SilenceRequest) -> Verdict:
+        return admission.decide(silence_mutation(req)) if admission is not None else Decision(True)
+
+    def record(req: SilenceRequest, verdict: Verdict, status: int) -> None:
+        if admission is not None:  # the verdict is the Decision decide returned
+            admission.record(silence_mutation(req), verdict, status)  # type: ignore[arg-type]
+
+    api = AlertmanagerAPI(alerts=alerts, now=now, rng=rng, decide=decide, record=record, started_at=now(),
+                          config=AlertmanagerConfig(route=Route(receiver="sremarathon",
+                                                                group_by=("alertname", "namespace")),
+                                                    receivers=("sremarathon",)))
+
+    def handle(req: Request) -> Response:
+        denied = _read_denied(admission, req.actor, ALERTMANAGER)
+        if denied is not None:
+            return Response(403, denied)
+        with lock:
+            status, body = api.handle(req.method, req.path, _query_of(req), req.raw_body or b"", actor=req.actor)
+        return Response(status, b"" if body is None else body)
+
+    return MonitoringService(ALERTMANAGER, ALERTMANAGER_PORT, "/alertmanager", handle,
+                             labels={"app.kubernetes.io/component": "alert-router"}), api

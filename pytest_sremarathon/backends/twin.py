@@ -2,9 +2,13 @@
 through their pipelines, served over a loopback Kubernetes API. The marathon and
 `sremarathon twin up` build it the same way.
 
-The ``monitoring`` namespace holds the ``prometheus`` Service over the cluster's series
-(:mod:`.monitoring`): through the API server's service proxy and at ``/prometheus/`` on the
-same server (``urls``)."""
+The ``monitoring`` namespace holds the ``prometheus`` Service over the cluster's series, the
+``alertmanager`` Service over the alerts the agent's Observation carries and the
+``jaeger-query`` Service over the traced requests (:mod:`.monitoring`): through the API
+server's service proxy and at ``/prometheus/``, ``/alertmanager/`` and ``/jaeger/`` on the same
+server (``urls``). Their randomness (which requests are traced, trace and silence ids) comes
+from streams of their own seeded by ``seed``, so the simulation draws the same with or without
+them."""
 
 from __future__ import annotations
 
@@ -21,17 +25,27 @@ from ..policy import MutationRequest
 from ..runtime.code import ArtifactStore
 from ..scenario import Scenario
 from ..serving.http import Admission
+from ..tracing import JaegerQuery, TraceRecorder
 from ..twin.apiserver import ApiServer
 from ..twin.cluster import TwinCluster
+from ..twin.tracing import MAX_TRACES, HeadSampler
 from .agent_api import PREFIX, make_handler
-from .monitoring import DeferredRules, Monitoring, prometheus_service
+from .monitoring import (
+    DeferredAlerts,
+    DeferredRules,
+    Monitoring,
+    alertmanager_service,
+    jaeger_service,
+    prometheus_service,
+)
 
 
 class TwinBackend:
     name = "twin"
 
     def __init__(self, scenario: Scenario, clock: VirtualClock, *, emit: Callable[[str, Any], None],
-                 admission: Admission, private_dir: Path, tokens: dict[str, str]) -> None:
+                 admission: Admission, private_dir: Path, tokens: dict[str, str], seed: int = 0,
+                 traces: bool = True) -> None:
         self.clock = clock
         self.store = Store(clock)
         topo = scenario.spec.topology
@@ -51,6 +65,18 @@ class TwinBackend:
             targets=self.cluster.scraper.targets, rules=self.rules, admission=admission,
             start_time=clock.now.timestamp())
         self.monitoring.add(prometheus)
+        self.alert_feed = DeferredAlerts()  # the Observation's alerts, once the marathon gives them
+        alertmanager, self.alertmanager = alertmanager_service(
+            self.alert_feed.firing, lambda: clock.now, random.Random(f"{seed}:alertmanager"), self.store.lock,
+            admission)
+        self.monitoring.add(alertmanager)
+        rng = random.Random(f"{seed}:traces")
+        self.traces = TraceRecorder(rng, max_traces=MAX_TRACES)
+        if traces:  # (off: to measure what tracing costs)
+            self.cluster.traffic.tracer = HeadSampler(self.traces, rng)
+        # virtual µs, as Prometheus answers in virtual seconds: start/end and span times agree
+        jaeger = JaegerQuery(self.traces, now_us=lambda: int(clock.now.timestamp() * 1_000_000))
+        self.monitoring.add(jaeger_service(jaeger, self.store.lock, admission))
         for svc in self.monitoring.services.values():
             self.cluster.apply(svc.service_object())
         self.cluster.runtime.services = self.monitoring.service_proxy  # `curl prometheus.monitoring:9090` in an exec

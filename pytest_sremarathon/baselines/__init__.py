@@ -13,6 +13,10 @@ Run any of them with ``--agent=pytest_sremarathon.baselines:<Name>``:
                      failing component (service, node, zone or external API), picks the repair
                      by symptom (revert the suspect change, cordon and drain, restart, scale,
                      switch on a fallback), checks that it worked and escalates when it did not
+``TraceSRE``         investigates as a production agent does: PromQL at ``PROMETHEUS_URL`` ranks
+                     the failing services, Jaeger traces at ``JAEGER_URL`` find where each
+                     failure began (the deepest erroring span); one incident per root
+                     component, reverting its latest change
 ``LLMAgent``         a tool-using agent for any OpenAI-compatible ``/v1/chat/completions``
                      endpoint: ``kubectl``, the pipeline, findings and claims as tools
 ==================  ==========================================================================
@@ -44,7 +48,8 @@ the last one stopped.
 
 One module per concept: :mod:`.simple` (NoopAgent, ClaimEverything), :mod:`.per_service`
 (the per-service grouping of :mod:`.rollback` and :mod:`.restart`), :mod:`.heuristic` (a
-package), :mod:`.llm` (the agent, its prompt and its tools), :mod:`.adversarial`;
+package), :mod:`.llm` (the agent, its prompt and its tools), :mod:`.trace_sre` (over :mod:`.observability`:
+the Prometheus and Jaeger clients, what a trace says), :mod:`.adversarial`;
 :mod:`.kube_client`, :mod:`.journal`, :mod:`.alerts` and :mod:`.times` are what they share.
 This module only re-exports the agents, importing each on first use.
 """
@@ -69,16 +74,17 @@ if TYPE_CHECKING:
     from .restart import RestartAgent
     from .rollback import RollbackAgent
     from .simple import ClaimEverything, NoopAgent
+    from .trace_sre import TraceSRE
 
 #: Where each re-exported name lives.
 _HOME = {
     "NoopAgent": "simple", "ClaimEverything": "simple", "RollbackAgent": "rollback", "RestartAgent": "restart",
-    "HeuristicSRE": "heuristic", "LLMAgent": "llm", "LLMError": "llm", "KubeError": "kube_client",
+    "HeuristicSRE": "heuristic", "TraceSRE": "trace_sre", "LLMAgent": "llm", "LLMError": "llm", "KubeError": "kube_client",
     "SprayComponents": "adversarial", "SprayChanges": "adversarial", "RotateCandidates": "adversarial",
     "TouchWithoutFixing": "adversarial", "SprayAlerts": "adversarial", "RestartEverything": "adversarial",
 }
 
-__all__ = ["NoopAgent", "RollbackAgent", "RestartAgent", "ClaimEverything", "HeuristicSRE", "LLMAgent",
+__all__ = ["NoopAgent", "RollbackAgent", "RestartAgent", "ClaimEverything", "HeuristicSRE", "TraceSRE", "LLMAgent",
            "SprayComponents", "SprayChanges", "RotateCandidates", "TouchWithoutFixing", "SprayAlerts",
            "RestartEverything", "KubeError", "LLMError"]
 

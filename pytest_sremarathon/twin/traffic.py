@@ -27,7 +27,9 @@ from .counts import Groups, log_sample
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
+    from ..tracing import ActiveTrace
     from .kubelet import Container, Kubelet
+    from .tracing import HeadSampler
 
 INGRESS = "ingress"  # the cloud load balancer: outside the cluster's DNS and node network
 INGRESS_TIMEOUT_MS = 10000.0
@@ -114,6 +116,12 @@ class TrafficEngine:
         # Every sampled call this tick, grouped for the scrape's counts (twin/counts.py: by
         # service, endpoint, pod, code and the pods it chose among; its weight and latency).
         self.samples: Groups = {}
+        # Tracing (twin/tracing.py): the head sampler, the trace of the request being served (None
+        # when it is not traced, and outside run(): probes, startup hooks and execs are never
+        # traced) and the exception of a service's own bug, kept for its span.
+        self.tracer: Optional[HeadSampler] = None
+        self._trace: Optional[ActiveTrace] = None
+        self._bug: Optional[BaseException] = None
 
     # -- per tick --------------------------------------------------------------------------
     def prepare(self, now: datetime, rng: random.Random) -> None:
@@ -189,22 +197,32 @@ class TrafficEngine:
         self._pod_work.clear()
         self._pod_requests.clear()
         self.samples = {}
+        tracer = self.tracer
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
-            for mix, n, share in app.traffic.plan(SAMPLES_PER_TICK):
+            plan = app.traffic.plan(SAMPLES_PER_TICK)
+            if tracer is not None:
+                assert self._now is not None
+                tracer.tick(self._now, dt, sum(n for _, n, _ in plan))
+            for mix, n, share in plan:
                 self._weight = rps * share * dt / n
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
                                       config_data={}, router=self, logger=lambda _line: None)
                     self._stack = [_Frame(None)]
+                    if tracer is not None:
+                        self._trace = tracer.next()
                     try:
                         self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
-                    except ServiceError:
-                        pass
+                    except ServiceError as exc:
+                        if self._trace is not None and not self._trace.raw:  # the entry Service reached no pod
+                            self._trace.client_error(1, None, ns, app.traffic.entry, mix.endpoint, 0.0,
+                                                     self._stack[0].downstream_ms, exc.status, str(exc))
+        self._trace = None
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
@@ -217,10 +235,18 @@ class TrafficEngine:
 
     def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict:
         timeout = float(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
+        if self._trace is not None:
+            return self._traced(lambda: self._call(ctx, service, endpoint, payload, timeout), ctx, ctx.app, service,
+                                endpoint)
         return self._call(ctx, service, endpoint, payload, timeout)
 
     def external(self, ctx: Context, name: str, op: str, payload: dict) -> dict:
         """A pod's call to a third-party API declared under the app's ``externals:``."""
+        if self._trace is not None:
+            return self._traced(lambda: self._external(ctx, name, op, payload), ctx, "", name, op)
+        return self._external(ctx, name, op, payload)
+
+    def _external(self, ctx: Context, name: str, op: str, payload: dict) -> dict:
         caller = self._stack[-1] if self._stack else _Frame(None)
         app = self.apps.get(ctx.app)
         spec = app.externals.get(name) if app is not None else None
@@ -383,12 +409,16 @@ class TrafficEngine:
             error = ServiceError(service, 500, "Internal Server Error", origin=self._component(ns, service))
             self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
                             key=type(exc).__name__)
+            if self._trace is not None:
+                self._bug = exc
         finally:
             stack.pop()
         weight = self._weight
         latency = frame.work_ms * self._slowdown.get(uid, 1.0) + frame.downstream_ms + hop
         if network.pod_delay_ms:
             latency += network.pod_delay_ms.get(uid, 0.0)
+        if self._trace is not None:  # a traced request: this call's server span
+            self._server_span(self._trace, len(stack), target, endpoint, caller, hop, latency, error)
         self._pod_work[uid] += frame.work_ms * weight
         self._pod_requests[uid] += weight
         key = (ns, service, endpoint, target.pod_name, "200" if error is None else _CODES.get(error.status) or
@@ -408,6 +438,44 @@ class TrafficEngine:
         if error is not None:
             raise error
         return result if isinstance(result, dict) else {"value": result}
+
+    # -- tracing (only within a traced request: see twin/tracing.py) ------------------------
+    def _traced(self, call: Callable[[], dict], ctx: Context, namespace: str, service: str, endpoint: str) -> dict:
+        """``call`` (to a Service, or to an external API with ``namespace`` "") in a traced
+        request. A call no pod answered (no endpoints, connection refused, a node down, a
+        partition, DNS, an external's outage) leaves only the caller's client span, as with
+        OpenTelemetry's HTTP client instrumentation; one that reached a pod has its server span."""
+        trace = self._trace
+        assert trace is not None
+        caller = self._stack[-1]
+        spans, waited = len(trace.raw), caller.downstream_ms
+        try:
+            return call()
+        except ServiceError as exc:
+            if len(trace.raw) == spans:
+                trace.client_error(len(self._stack), caller.container, namespace, service, endpoint,
+                                   caller.work_ms + waited, caller.downstream_ms - waited, exc.status, str(exc))
+            raise
+
+    def _server_span(self, trace: ActiveTrace, depth: int, target: Container, endpoint: str, caller: _Frame,
+                     hop: float, latency: float, error: Optional[ServiceError]) -> None:
+        """A traced call's server span. It starts half a hop after the caller's elapsed time
+        (its work and calls so far, which the callee cannot have changed) and lasts the
+        server's own time, ``latency - hop``: its work, its calls and any injected pod delay,
+        so added latency shows at the pod it was added to."""
+        at_ms = caller.work_ms + caller.downstream_ms + hop / 2
+        if error is None:
+            trace.span(depth, target, endpoint, at_ms, latency - hop)
+            return
+        bug, self._bug = self._bug, None
+        if bug is not None:  # the service's own exception
+            trace.span(depth, target, endpoint, at_ms, latency - hop, error.status, f"{type(bug).__name__}: {bug}",
+                       type(bug).__name__, format_exception(bug))
+            return
+        # a failed downstream call: the message the caller's HTTP client raised (``cart: HTTP 500: …``)
+        message, prefix = str(error), f"{error.service}: HTTP {error.status}: "
+        trace.span(depth, target, endpoint, at_ms, latency - hop, error.status,
+                   message[len(prefix):] if message.startswith(prefix) else message)
 
     def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
         k = (c.pod_uid, endpoint, key)

@@ -170,7 +170,8 @@ def test_served_through_the_service_proxy_and_at_the_direct_url(shop: Shop) -> N
         (200, "Prometheus Server is Healthy.\n")
     status, body = shop.get(PROXY + "/api/v1/series", {"match[]": ["up{job=\"cart\"}", "up{job=\"kubelet\"}"]})
     assert status == 200 and {s["job"] for s in body["data"]} == {"cart", "kubelet"}
-    assert shop.backend.urls == {"prometheus": shop.url("/prometheus")}
+    assert shop.backend.urls == {"prometheus": shop.url("/prometheus"), "alertmanager": shop.url("/alertmanager"),
+                                 "jaeger-query": shop.url("/jaeger")}
     # Prometheus's errors, the API server's for what is not a monitoring service, 401 without a token
     status, body = shop.get(PROXY + "/api/v1/query", {"query": "rate(up[5m]"})
     assert status == 400 and body["errorType"] == "bad_data"

@@ -1,4 +1,5 @@
-"""`sremarathon twin up` prints where the monitoring services answer."""
+"""`sremarathon twin up` prints where the monitoring services (Prometheus, Alertmanager, the
+Jaeger query) answer."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def test_twin_up_prints_the_prometheus_url_and_it_answers(tmp_path: Path, write_
         with opener.open(req, timeout=30) as resp:
             body = json.loads(resp.read())
         assert body["status"] == "success" and float(body["data"]["result"][0]["value"][1]) > 20
+        # Alertmanager and the Jaeger query beside it, behind the same token
+        urls = {ln.split(":", 1)[0]: ln.split()[1] for ln in lines if ln.startswith(("alertmanager: ", "jaeger-query: "))}
+        assert urls["alertmanager"].endswith("/alertmanager") and urls["jaeger-query"].endswith("/jaeger")
+        for url in (urls["alertmanager"] + "/api/v2/status", urls["jaeger-query"] + "/api/services"):
+            req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+            with opener.open(req, timeout=30) as resp:
+                assert resp.status == 200 and json.loads(resp.read())
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0

@@ -35,7 +35,7 @@ class Shop:
     """The shop on a twin from 00:00 virtual (checkout at about 1.8 requests/s, falling to
     1.6 by 01:30 on the daily curve)."""
 
-    def __init__(self, tmp: Optional[Path] = None, seed: str = "monitoring") -> None:
+    def __init__(self, tmp: Optional[Path] = None, seed: str = "monitoring", traces: bool = True) -> None:
         self.clock = VirtualClock()
         scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
         scenario.apps = [a for a in scenario.apps if a.namespace == "shop"]
@@ -43,7 +43,8 @@ class Shop:
         self.admission = RecordingAdmission()
         self.seed = seed
         self.backend = TwinBackend(scenario, self.clock, emit=lambda *_: None, admission=self.admission,
-                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"})
+                                   private_dir=Path(tempfile.mkdtemp(dir=tmp)), tokens={TOKEN: "agent"},
+                                   traces=traces)
         self.cluster = self.backend.cluster
         self.db = self.cluster.prometheus
         self.run(300)
