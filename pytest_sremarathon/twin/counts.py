@@ -285,10 +285,14 @@ def group_samples(samples: Iterable[Sample]) -> Groups:
 class CountModel:
     """The windows of every (service, endpoint) and the draws of each scrape."""
 
-    def __init__(self) -> None:
+    def __init__(self, callers: Optional[dict[tuple[str, str], Iterable[str]]] = None) -> None:
         self._endpoints: dict[tuple[str, str, str], _Endpoint] = {}
         self._by_service: dict[tuple[str, str], list[_Endpoint]] = {}
         self._tick = 0
+        # (namespace, service) -> the services that (transitively) call it, and the pods each
+        # service routed to last tick: a change there is a known change point for the callers.
+        self._callers = {key: tuple(names) for key, names in (callers or {}).items()}
+        self._routed: dict[tuple[str, str], frozenset[str]] = {}
 
     def reset(self) -> None:
         """Forget every window (the routing shares stay): estimates start again from the next
@@ -308,6 +312,8 @@ class CountModel:
         ticks, volume = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples))
         for window in self._endpoints.values():
             window.expire(tick)
+        if routable is not None and self._callers:
+            self._forget_upstream_of_changes(routable)
         for key, t in ticks.items():
             found = self._endpoints.get(key)
             if found is None:
@@ -374,6 +380,31 @@ class CountModel:
                     _latencies(rng, entries, count, drawn)
                 out.append(drawn)
         return out
+
+    def _forget_upstream_of_changes(self, routable: dict[tuple[str, str], list[str]]) -> None:
+        """A service's callers forget the failures they hold once the pods it routes to change.
+
+        A caller's failures mostly originate downstream (a faulty callee, a callee with no
+        endpoints). When the callee's pods change — a revert rolled out, a restart, a scale-up,
+        a drain — what caused them may be gone, and the caller's own pods, unchanged, would
+        otherwise carry the old share until enough clean samples rule it out (tens of minutes
+        for an endpoint sampled once a tick). A change in the pods behind a service is a change
+        point the twin knows for certain, so the callers' windows restart there: a repair shows
+        as soon as it rolls out, and a failure that persists shows again from the next samples.
+        The service's own failures need nothing of this: its shares come from the pods serving
+        now."""
+        routed = {key: frozenset(pods) for key, pods in routable.items()}
+        previous, self._routed = self._routed, routed
+        if not previous:
+            return
+        for key in previous.keys() | routed.keys():
+            if previous.get(key) == routed.get(key):
+                continue
+            ns = key[0]
+            for caller in self._callers.get(key, ()):
+                for window in self._by_service.get((ns, caller), ()):
+                    if window.errors:
+                        window.clear()
 
     # -- estimates ---------------------------------------------------------------------------
     def _service_shares(self, ns: str, svc: str, serving: set[str]) -> dict[str, float]:

@@ -113,7 +113,7 @@ class TwinScraper:
         self.network = network
         self.db = TSDB(retention=retention)
         declare(self.db)
-        self.model = CountModel()
+        self.model = CountModel(callers={(a.namespace, s): a.callers_of(s) for a in apps for s in a.services})
         self.kube_state = KubeState(self.db)
         self.targets = ScrapeTargets(self.db, interval=f"{interval:g}s")
         self._pods: dict[str, _Exposition] = {}  # pod uid -> its process's counters

@@ -100,6 +100,8 @@ class HotelTwin(AppTwin):
     """One TwinCluster with the hotel app deployed through its pipeline, advanced tick by tick
     with the default alert rules (no background noise) evaluated as the marathon does."""
 
+    settle_after = WARMUP_TICKS
+
     tick_seconds = TICK
 
     def __init__(self, app: AppSpec, repos: Path, start: datetime = EPOCH) -> None:

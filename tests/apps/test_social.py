@@ -82,6 +82,8 @@ class Twin(AppTwin):
     the default alert rules (no background noise) evaluated every tick; one random stream
     (``seed``) drives the whole run."""
 
+    settle_after = WARMUP_TICKS
+
     tick_seconds = TICK
 
     def __init__(self, tmp: Path, seed: int = 7, hour: int = 0) -> None:

@@ -47,6 +47,9 @@ class AppTwin:
     """
 
     tick_seconds: float = TICK
+    #: Ticks of warm-up, after which the twin settles as a marathon's does (TwinCluster.settled:
+    #: the count model forgets the start-up failures); None: never.
+    settle_after: Optional[int] = None
 
     def __init__(self, apps: Iterable[AppSpec], repos: Path, *, start: datetime = EPOCH,
                  topology: Optional[Topology] = None, emit: Optional[Callable[[str, Any], None]] = None) -> None:
@@ -72,6 +75,8 @@ class AppTwin:
             self.ticks += 1
             now = self.clock.advance(self.tick_seconds)
             self.cluster.tick(self.tick_seconds, self.tick_rng())
+            if self.ticks == self.settle_after:
+                self.cluster.settled()
             self.after_tick(now)
 
     def run(self, minutes: float) -> None:
