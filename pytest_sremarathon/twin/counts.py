@@ -130,6 +130,10 @@ class _Endpoint:
         if self._sums is not None:
             _add_cells(self._sums, t, 1.0)
         latest = self.latest
+        if len(t.cells) == 1:  # (most ticks: one pod, one code)
+            for (_pod, code), cell in t.cells.items():
+                latest[code] = cell[2]
+            return
         seen: set[str] = set()
         for (_pod, code), (_w, _n, entries) in t.cells.items():
             latest[code] = latest[code] + entries if code in seen else entries
@@ -227,11 +231,11 @@ def _kl(a: float, b: float) -> float:
 
 class CellDraw:
     """One (namespace, service, endpoint, pod) cell's requests in one scrape: ``total``, per
-    code, per classic bucket (not cumulative; ``first`` is the lowest with any) and per fine
-    bin, and their summed latency (seconds). ``pod`` is "" for requests that failed before
-    reaching a pod."""
+    code, per classic bucket (not cumulative; ``first`` is the lowest with any, ``last`` one
+    past the highest) and per fine bin, and their summed latency (seconds). ``pod`` is "" for
+    requests that failed before reaching a pod."""
 
-    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "fine",
+    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "last", "fine",
                  "seconds")
 
     def __init__(self, namespace: str, service: str, endpoint: str, pod: str, total: int = 0) -> None:
@@ -243,6 +247,7 @@ class CellDraw:
         self.codes: dict[str, int] = {}
         self.buckets = [0] * (len(BUCKETS_MS) + 1)
         self.first = len(BUCKETS_MS)
+        self.last = 0
         self.fine: dict[int, int] = {}
         self.seconds = 0.0
 
@@ -384,6 +389,7 @@ class CountModel:
                     bucket = b // SUB_BINS
                     drawn.buckets[bucket] = total
                     drawn.first = bucket
+                    drawn.last = bucket + 1
                     drawn.fine[b] = total
                     drawn.seconds = total * ms / 1000.0
                     continue
@@ -515,12 +521,14 @@ def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: in
         buckets[bucket] += k
         if bucket < cell.first:
             cell.first = bucket
+        if bucket >= cell.last:
+            cell.last = bucket + 1
         fine[b] = fine.get(b, 0) + k
         cell.seconds += k * ms / 1000.0
         return
     counts = systematic(rng, k, [w for _ms, w in entries])
     ms_total = 0.0
-    first = cell.first
+    first, last = cell.first, cell.last
     for (ms, _w), c in zip(entries, counts):
         if c:
             b = bisect_left(BIN_UPPER, ms)
@@ -530,9 +538,11 @@ def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: in
             buckets[bucket] += c
             if bucket < first:
                 first = bucket
+            if bucket >= last:
+                last = bucket + 1
             fine[b] = fine.get(b, 0) + c
             ms_total += c * ms
-    cell.first = first
+    cell.first, cell.last = first, last
     cell.seconds += ms_total / 1000.0
 
 

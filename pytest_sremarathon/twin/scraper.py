@@ -384,8 +384,8 @@ class TwinScraper:
         return ip
 
 
-_CODE_IDS: dict[str, int] = {}  # status code -> its number in the recorded counts (and back)
-_CODE_NAMES: list[str] = []
+_CODE_NAMES: list[str] = [OK, "500", "503", "504", "404"]  # status codes by their number in the recorded counts
+_CODE_IDS: dict[str, int] = {code: i for i, code in enumerate(_CODE_NAMES)}
 
 
 def _record_counts(numbers: list[float], cell: CellDraw) -> None:
@@ -399,17 +399,14 @@ def _record_counts(numbers: list[float], cell: CellDraw) -> None:
         if i is None:
             i = _CODE_IDS[code] = len(_CODE_NAMES)
             _CODE_NAMES.append(code)
-        numbers.append(i)
-        numbers.append(n)
-    buckets, first = cell.buckets, cell.first
-    last = len(buckets)
-    while last > first and not buckets[last - 1]:
-        last -= 1
-    numbers.append(first)
-    numbers.append(last - first)
-    numbers.extend(buckets[first:last])
-    numbers.append(cell.seconds)
-    numbers.append(cell.total)
+        numbers.extend((i, n))
+    first, last = cell.first, cell.last
+    if last > first:
+        numbers.extend((first, last - first))
+        numbers.extend(cell.buckets[first:last])
+    else:
+        numbers.extend((first, 0))
+    numbers.extend((cell.seconds, cell.total))
 
 
 def _down_reason(c: Container, node_up: dict[str, bool]) -> str:
