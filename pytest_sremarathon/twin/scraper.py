@@ -393,6 +393,12 @@ def _record_counts(numbers: list[float], cell: CellDraw) -> None:
     requests) for each, the first bucket with requests and how many buckets from it to the
     last with any, their requests, the summed latency (s) and the total."""
     codes = cell.codes
+    first, last = cell.first, cell.last
+    if len(codes) == 1 and last == first + 1:  # most cells: one code, one bucket
+        for code, n in codes.items():
+            if code in _CODE_IDS:
+                numbers.extend((1, _CODE_IDS[code], n, first, 1, cell.buckets[first], cell.seconds, cell.total))
+                return
     numbers.append(len(codes))
     for code, n in codes.items():
         i = _CODE_IDS.get(code)
@@ -400,7 +406,6 @@ def _record_counts(numbers: list[float], cell: CellDraw) -> None:
             i = _CODE_IDS[code] = len(_CODE_NAMES)
             _CODE_NAMES.append(code)
         numbers.extend((i, n))
-    first, last = cell.first, cell.last
     if last > first:
         numbers.extend((first, last - first))
         numbers.extend(cell.buckets[first:last])
