@@ -59,7 +59,12 @@ class KubeState:
         # kind -> (the store's version of the kind, refs, values, their block): a scrape while no
         # object of the kind moved appends the same row again, without looking at the objects
         self._kinds: dict[str, tuple[int, list[int], list[float], Block]] = {}
-        self._cadvisor: dict[tuple[str, str, str, str], tuple[list[int], Block]] = {}
+        self._cadvisor: dict[tuple[str, str, str, str], list[int]] = {}  # container -> its 2 refs
+        # Every container's usage is one row of one block: the containers of the last scrape (in
+        # order) and their refs, reused while the same containers run.
+        self._usage_keys: list[tuple[Any, ...]] = []
+        self._usage_refs: list[int] = []
+        self._usage_block = db.block()
         self._refs: dict[tuple[Any, ...], int] = {}  # an object's series, by name and labels as given
 
     def collect(self, t: float, store: Store, usage: Iterable[ContainerUsage]) -> None:
@@ -99,25 +104,31 @@ class KubeState:
         return refs, values
 
     def _collect_usage(self, t: float, usage: Iterable[ContainerUsage]) -> None:
-        cadvisor = self._cadvisor
-        ref = self.db.ref
-        live = []
-        for u in usage:
-            key = (u.namespace, u.pod, u.container, u.node)
-            live.append(key)
-            hit = cadvisor.get(key)
-            if hit is None:
-                base = {"namespace": u.namespace, "pod": u.pod, "container": u.container, "node": u.node,
-                        "image": u.image, "job": KUBELET_JOB, "instance": kubelet_instance(u.node),
-                        "metrics_path": "/metrics/cadvisor"}
-                hit = cadvisor[key] = ([ref({**base, "__name__": "container_cpu_usage_seconds_total"}),
-                                        ref({**base, "__name__": "container_memory_working_set_bytes"})],
-                                       self.db.block())
-            hit[1].append(t, hit[0], (u.cpu_seconds, u.working_set_bytes))
-        if len(cadvisor) > 2 * len(live) + 64:  # forget containers long gone
-            keep = set(live)
-            for gone in [k for k in cadvisor if k not in keep]:
-                del cadvisor[gone]
+        rows = usage if isinstance(usage, list) else list(usage)
+        keys = [u[:4] for u in rows]  # (namespace, pod, container, node)
+        if keys != self._usage_keys:
+            cadvisor = self._cadvisor
+            ref = self.db.ref
+            refs: list[int] = []
+            for key, u in zip(keys, rows):
+                hit = cadvisor.get(key)
+                if hit is None:
+                    base = {"namespace": u.namespace, "pod": u.pod, "container": u.container, "node": u.node,
+                            "image": u.image, "job": KUBELET_JOB, "instance": kubelet_instance(u.node),
+                            "metrics_path": "/metrics/cadvisor"}
+                    hit = cadvisor[key] = [ref({**base, "__name__": "container_cpu_usage_seconds_total"}),
+                                           ref({**base, "__name__": "container_memory_working_set_bytes"})]
+                refs.extend(hit)
+            self._usage_keys, self._usage_refs = keys, refs
+            if len(cadvisor) > 2 * len(keys) + 64:  # forget containers long gone
+                keep = set(keys)
+                for gone in [k for k in cadvisor if k not in keep]:
+                    del cadvisor[gone]
+        values: list[float] = []
+        for u in rows:
+            values.append(u.cpu_seconds)
+            values.append(u.working_set_bytes)
+        self._usage_block.append(t, self._usage_refs, values)
 
     # -- per object ------------------------------------------------------------------------------
     def _labels(self, name: str, **labels: str) -> int:

@@ -286,6 +286,8 @@ class Block:
         if db.head_ms is None or tm > db.head_ms:
             db.head_ms = tm
             db._maybe_sweep()
+        elif tm < db._oldest_ms:
+            db._oldest_ms = tm
 
 
 class TSDB:
@@ -302,6 +304,10 @@ class TSDB:
         self._postings: dict[str, dict[str, set[int]]] = {}
         self._next_id = 1
         self.head_ms: int | None = None  # newest timestamp appended
+        # No sample is older than this (the first time appended, the earliest since, or the
+        # last sweep's cutoff): while retention reaches back past it a sweep has nothing to
+        # drop, and is skipped (it would move every block's rows into their series to find out).
+        self._oldest_ms = 0
         self._next_sweep: int | None = None
         self.metadata: dict[str, MetricMetadata] = {}
         # Labels of series forgotten by retention, by id: an appender holding an old ref
@@ -348,6 +354,8 @@ class TSDB:
         if self.head_ms is None or tm > self.head_ms:
             self.head_ms = tm
             self._maybe_sweep()
+        elif tm < self._oldest_ms:
+            self._oldest_ms = tm
         return sid
 
     def append_many(self, t: float, samples: Iterable[tuple[LabelsLike | int, float]]) -> None:
@@ -365,6 +373,8 @@ class TSDB:
         if self.head_ms is None or tm > self.head_ms:
             self.head_ms = tm
             self._maybe_sweep()
+        elif tm < self._oldest_ms:
+            self._oldest_ms = tm
 
     def block(self) -> Block:
         """A :class:`Block` for a group of series a scraper appends together every scrape."""
@@ -443,15 +453,18 @@ class TSDB:
     def _maybe_sweep(self) -> None:
         assert self.head_ms is not None
         if self._next_sweep is None:
+            self._oldest_ms = self.head_ms  # the first append
             self._next_sweep = self.head_ms + max(1, self.retention_ms // 16)
         elif self.head_ms >= self._next_sweep:
-            self.sweep()
+            if self.min_time_ms > self._oldest_ms:  # else nothing is out of retention yet
+                self.sweep()
             self._next_sweep = self.head_ms + max(1, self.retention_ms // 16)
 
     def sweep(self) -> None:
         """Drop samples out of retention and the series left empty."""
         self.flush()
         cutoff = self.min_time_ms
+        self._oldest_ms = max(self._oldest_ms, cutoff)
         for sid in list(self._series):
             s = self._series[sid]
             s.drop_before(cutoff)

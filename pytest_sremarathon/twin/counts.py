@@ -130,6 +130,10 @@ class _Endpoint:
         if self._sums is not None:
             _add_cells(self._sums, t, 1.0)
         latest = self.latest
+        if len(t.cells) == 1:  # (most ticks: one pod, one code)
+            for (_pod, code), cell in t.cells.items():
+                latest[code] = cell[2]
+            return
         seen: set[str] = set()
         for (_pod, code), (_w, _n, entries) in t.cells.items():
             latest[code] = latest[code] + entries if code in seen else entries
@@ -227,11 +231,11 @@ def _kl(a: float, b: float) -> float:
 
 class CellDraw:
     """One (namespace, service, endpoint, pod) cell's requests in one scrape: ``total``, per
-    code, per classic bucket (not cumulative; ``first`` is the lowest with any) and per fine
-    bin, and their summed latency (seconds). ``pod`` is "" for requests that failed before
-    reaching a pod."""
+    code, per classic bucket (not cumulative; ``first`` is the lowest with any, ``last`` one
+    past the highest) and per fine bin, and their summed latency (seconds). ``pod`` is "" for
+    requests that failed before reaching a pod."""
 
-    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "fine",
+    __slots__ = ("namespace", "service", "endpoint", "pod", "total", "codes", "buckets", "first", "last", "fine",
                  "seconds")
 
     def __init__(self, namespace: str, service: str, endpoint: str, pod: str, total: int = 0) -> None:
@@ -243,6 +247,7 @@ class CellDraw:
         self.codes: dict[str, int] = {}
         self.buckets = [0] * (len(BUCKETS_MS) + 1)
         self.first = len(BUCKETS_MS)
+        self.last = 0
         self.fine: dict[int, int] = {}
         self.seconds = 0.0
 
@@ -309,57 +314,95 @@ class CountModel:
         pods its samples reached)."""
         self._tick += 1
         tick = self._tick
-        ticks, volume = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples))
-        for window in self._endpoints.values():
-            window.expire(tick)
+        ticks, pods_by_ep = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples),
+                                    pod_of or _pod_name)
+        endpoints = self._endpoints
+        oldest = tick - WINDOW
+        for window in endpoints.values():
+            ring = window.ring
+            if ring and ring[0].tick <= oldest:  # (the test of expire(), without the call)
+                window.expire(tick)
         if routable is not None and self._callers:
             self._forget_upstream_of_changes(routable)
         for key, t in ticks.items():
-            found = self._endpoints.get(key)
+            found = endpoints.get(key)
             if found is None:
-                found = self._endpoints[key] = _Endpoint()
+                found = endpoints[key] = _Endpoint()
                 self._by_service.setdefault(key[:2], []).append(found)
             found.push(t)
             if t.errors or found.errors:
                 found.detect_change()
-        pods_by_ep = _volumes(volume, pod_of or _pod_name)
         # The pods serving now: the shares are estimated from their samples alone (a rollout's
-        # old pods, gone, take their failures with them: a revert shows at once).
+        # old pods, gone, take their failures with them: a revert shows at once). Every pod an
+        # endpoint's calls could reach is among its service's.
         alive: dict[tuple[str, str], set[str]] = {}
         for (ns, svc, _ep), pods in pods_by_ep.items():
-            alive.setdefault((ns, svc), set()).update(pods)
+            serving = alive.get((ns, svc))
+            if serving is None:
+                alive[(ns, svc)] = set(pods)
+            else:
+                serving.update(pods)
         if routable is not None:
             for service, names in routable.items():
-                alive.setdefault(service, set()).update(names)
+                serving = alive.get(service)
+                if serving is None:
+                    alive[service] = set(names)
+                else:
+                    serving.update(names)
+        routed: dict[tuple[str, str], list[str]] = {}  # service -> its pods, sorted (the routing's)
         service_shares: dict[tuple[str, str], dict[str, float]] = {}
         out: list[CellDraw] = []
+        append = out.append
         for key in sorted(ticks):
             ns, svc, ep = key
-            window = self._endpoints[key]
-            now = ticks[key]
-            own_sums: dict[tuple[str, str], list[float]] = {}
+            service = (ns, svc)
+            window = endpoints[key]
+            cells = ticks[key].cells
+            serving = alive[service]
+            routing = routed.get(service)
+            if routing is None:
+                routing = routed[service] = sorted(serving - {NO_POD})
+            by_pod: dict[str, tuple[dict[str, float], float]] = {}
             if not window.errors:
                 endpoint_shares = ALL_OK
             else:
-                shares_s = service_shares.get((ns, svc))
-                serving = alive[(ns, svc)]
+                shares_s = service_shares.get(service)
                 if shares_s is None:
-                    shares_s = service_shares[(ns, svc)] = self._service_shares(ns, svc, serving)
-                own_sums = window.sums()
-                endpoint_shares = _endpoint_shares(own_sums, shares_s, serving)
-            fallback: dict[str, list[tuple[float, float]]] = {}
-            pods = _route(window, pods_by_ep[key], alive.get((ns, svc), set()))
-            for pod in sorted(pods):
-                total = poisson(rng, pods[pod])
+                    shares_s = service_shares[service] = self._service_shares(ns, svc, serving)
+                endpoint_shares, by_pod = _window_shares(window.sums(), shares_s, serving)
+            fallback: dict[str, Sequence[tuple[float, float]]] = {}
+            for pod, mean in _route(window, pods_by_ep[key], routing):
+                total = poisson(rng, mean)
                 if total <= 0:
                     continue
-                drawn = CellDraw(ns, svc, ep, pod, total=total)
+                drawn = CellDraw(ns, svc, ep, pod, total)
+                append(drawn)
                 if pod == NO_POD:  # failed before routing: what this tick's routing did, nothing else
-                    shares = _normalised({code: c[0] for (p, code), c in now.cells.items() if p == NO_POD})
+                    shares = _normalised({code: c[0] for (p, code), c in cells.items() if p == NO_POD})
                 elif endpoint_shares is ALL_OK:
-                    shares = ALL_OK
+                    # The usual cell: every request a 200, at this tick's latencies of the pod,
+                    # most often one (_latencies' first case, inline: this runs for most cells).
+                    drawn.codes[OK] = total
+                    cell = cells.get((pod, OK))
+                    entries = cell[2] if cell is not None else _fallback(window, fallback, OK)
+                    if len(entries) != 1:
+                        _latencies(rng, entries, total, drawn)
+                        continue
+                    ms = entries[0][0]
+                    b = bisect_left(BIN_UPPER, ms)
+                    if b > LAST_BIN:
+                        b = LAST_BIN
+                    bucket = b // SUB_BINS
+                    drawn.buckets[bucket] = total
+                    drawn.first = bucket
+                    drawn.last = bucket + 1
+                    drawn.fine[b] = total
+                    drawn.seconds = total * ms / 1000.0
+                    continue
                 else:
-                    shares = _pod_shares(own_sums, pod, endpoint_shares)
+                    own = by_pod.get(pod)
+                    shares = _shrunk(_normalised(own[0]), own[1], endpoint_shares, K_POD) if own is not None \
+                        else endpoint_shares or ALL_OK
                 if len(shares) == 1:
                     codes, counts = list(shares), [total]
                 else:
@@ -369,16 +412,11 @@ class CountModel:
                     if not count:
                         continue
                     drawn.codes[code] = count
-                    cell = now.cells.get((pod, code))
+                    cell = cells.get((pod, code))
                     if cell is not None:
-                        entries: Sequence[tuple[float, float]] = cell[2]
-                    else:  # the newest latencies of that code at the endpoint, else of any code
-                        got = fallback.get(code)
-                        if got is None:
-                            got = fallback[code] = list(window.latest.get(code) or window.newest() or [(0.0, 1.0)])
-                        entries = got
-                    _latencies(rng, entries, count, drawn)
-                out.append(drawn)
+                        _latencies(rng, cell[2], count, drawn)
+                    else:
+                        _latencies(rng, _fallback(window, fallback, code), count, drawn)
         return out
 
     def _forget_upstream_of_changes(self, routable: dict[tuple[str, str], list[str]]) -> None:
@@ -421,97 +459,107 @@ class CountModel:
         return _normalised(acc)
 
 
-def _ingest(tick: int, groups: Groups) -> tuple[dict[tuple[str, str, str], _Tick],
-                                               dict[tuple[str, str, str, int], list[Any]]]:
-    """A tick's log per (service, endpoint) and (pod, code), and the weight of each routing
-    pool the calls chose from."""
-    volume: dict[tuple[str, str, str, int], list[Any]] = {}  # (ns, svc, ep, id(pool)) -> [pool, weight, pod]
-    merged: dict[tuple[str, str, str, str, str], list[Any]] = {}  # -> [weight, samples, {ms: weight}]
+def _ingest(tick: int, groups: Groups, name_of: Callable[[Any], str]) -> tuple[
+        dict[tuple[str, str, str], _Tick], dict[tuple[str, str, str], dict[str, float]]]:
+    """A tick's log per (service, endpoint) and (pod, code), and each pod's expected requests
+    per (service, endpoint): a call's weight split evenly over the pods it chose among (the
+    Rao-Blackwellised routing). One pass over the log; the sums are taken in the log's order."""
+    # (ns, svc, ep) -> ({(pod, code): [weight, samples, {ms: weight}]}, {id(pool): [pool, weight, pod]})
+    per_ep: dict[tuple[str, str, str], tuple[dict[tuple[str, str], list[Any]], dict[int, list[Any]]]] = {}
     for (ns, svc, ep, pod, code, pk), (pool, w, n, lat) in groups.items():
-        vk = (ns, svc, ep, pk)
-        v = volume.get(vk)
+        key = (ns, svc, ep)
+        got = per_ep.get(key)
+        if got is None:
+            got = per_ep[key] = ({}, {})
+        merged, volume = got
+        v = volume.get(pk)
         if v is None:
-            volume[vk] = [pool, w, pod]
+            volume[pk] = [pool, w, pod]
         else:
             v[1] += w
-        ck = (ns, svc, ep, pod, code)
-        m = merged.get(ck)
+        m = merged.get((pod, code))
         if m is None:
-            merged[ck] = [w, n, lat]
+            merged[(pod, code)] = [w, n, lat]
         else:
             m[0] += w
             m[1] += n
-            into = m[2] = dict(m[2])
+            into = m[2] = dict(m[2])  # (the log's own dict is not changed)
             for ms, x in lat.items():
                 into[ms] = into.get(ms, 0.0) + x
-    cells: dict[tuple[str, str, str], dict[tuple[str, str], tuple[float, int, Entries]]] = {}
-    for (ns, svc, ep, pod, code), (w, n, entries) in merged.items():
-        per = cells.get((ns, svc, ep))
-        if per is None:
-            per = cells[(ns, svc, ep)] = {}
-        per[(pod, code)] = (w, n, tuple(entries.items()))
     ticks: dict[tuple[str, str, str], _Tick] = {}
-    for where, per in cells.items():
+    pods_by_ep: dict[tuple[str, str, str], dict[str, float]] = {}
+    pool_names: dict[int, list[str]] = {}  # id(pool) -> its pods (a service's endpoints share pools)
+    for key, (merged, volume) in per_ep.items():
+        per: dict[tuple[str, str], tuple[float, int, Entries]] = {}
         n_all = errors = 0
         w_pods = 0.0
-        for (pod, code), (w, n, _entries) in per.items():
+        for pc, (w, n, lat) in merged.items():
+            per[pc] = (w, n, tuple(lat.items()))
             n_all += n
-            if code != OK:
+            if pc[1] != OK:
                 errors += n
-            if pod != NO_POD:
+            if pc[0] != NO_POD:
                 w_pods += w
-        ticks[where] = _Tick(tick, n_all, errors, w_pods, per)
-    return ticks, volume
+        ticks[key] = _Tick(tick, n_all, errors, w_pods, per)
+        pods: dict[str, float] = {}
+        for pk, (pool, w, pod) in volume.items():
+            if pool is None:
+                pods[pod] = pods.get(pod, 0.0) + w
+                continue
+            share = w / len(pool)
+            names = pool_names.get(pk)
+            if names is None:
+                names = pool_names[pk] = [name_of(c) for c in pool]
+            for name in names:
+                pods[name] = pods.get(name, 0.0) + share
+        pods_by_ep[key] = pods
+    return ticks, pods_by_ep
 
 
-def _route(window: _Endpoint, pods: dict[str, float], serving: set[str]) -> dict[str, float]:
-    """This tick's calls split over the pods the service routes to by their smoothed shares.
-    One sampled call reaches the pods of one zone, the next maybe the other's: the share each
-    pod gets over time (:data:`ROUTING_DECAY` a tick; a new pod starts at an even share) stands
-    for how the calls spread, so two pods of a one-sample-a-tick service each count about half
-    the calls in every scrape. Calls that reached no pod stay as they are."""
-    out = {NO_POD: pods[NO_POD]} if NO_POD in pods else {}
-    names = sorted((serving | set(pods)) - {NO_POD})
+def _route(window: _Endpoint, pods: dict[str, float], names: list[str]) -> list[tuple[str, float]]:
+    """This tick's calls split over the pods the service routes to (``names``, sorted) by their
+    smoothed shares, as (pod, expected requests) in pod order. One sampled call reaches the
+    pods of one zone, the next maybe the other's: the share each pod gets over time
+    (:data:`ROUTING_DECAY` a tick; a new pod starts at an even share) stands for how the calls
+    spread, so two pods of a one-sample-a-tick service each count about half the calls in
+    every scrape. Calls that reached no pod stay as they are (first: "" sorts first)."""
+    out = [(NO_POD, pods[NO_POD])] if NO_POD in pods else []
     total = sum(v for p, v in pods.items() if p != NO_POD)
     if not names or total <= 0:
         return out
     old = window.routing
     even = 1.0 / len(names)
-    prior = {p: old.get(p, even) for p in names}
-    norm = sum(prior.values())
-    routing = {p: (1.0 - ROUTING_DECAY) * prior[p] / norm + ROUTING_DECAY * pods.get(p, 0.0) / total
-               for p in names}
+    prior = [old.get(p, even) for p in names]
+    norm = sum(prior)
+    routing: dict[str, float] = {}
+    get = pods.get
+    for p, share in zip(names, prior):
+        routing[p] = share = (1.0 - ROUTING_DECAY) * share / norm + ROUTING_DECAY * get(p, 0.0) / total
+        out.append((p, total * share))
     window.routing = routing
-    for p, share in routing.items():
-        out[p] = total * share
-    return out
-
-
-def _volumes(volume: dict[tuple[str, str, str, int], list[Any]],
-             name_of: Callable[[Any], str]) -> dict[tuple[str, str, str], dict[str, float]]:
-    """Per (service, endpoint), each pod's expected requests: a call's weight split evenly
-    over the pods it chose among (the Rao-Blackwellised routing)."""
-    out: dict[tuple[str, str, str], dict[str, float]] = {}
-    for (ns, svc, ep, _pk), (pool, w, pod) in volume.items():
-        pods = out.get((ns, svc, ep))
-        if pods is None:
-            pods = out[(ns, svc, ep)] = {}
-        if pool is None:
-            pods[pod] = pods.get(pod, 0.0) + w
-            continue
-        share = w / len(pool)
-        for c in pool:
-            name = name_of(c)
-            pods[name] = pods.get(name, 0.0) + share
     return out
 
 
 def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: int, cell: CellDraw) -> None:
     """Spread ``k`` requests over the samples' latencies, into fine and classic bins."""
-    counts = systematic(rng, k, [w for _ms, w in entries]) if len(entries) > 1 else (k,)
     buckets, fine = cell.buckets, cell.fine
+    if len(entries) == 1:  # the usual case (a pod serves a tick's calls in the same time): no draw
+        ms = entries[0][0]
+        b = bisect_left(BIN_UPPER, ms)
+        if b > LAST_BIN:
+            b = LAST_BIN
+        bucket = b // SUB_BINS
+        buckets[bucket] += k
+        if bucket < cell.first:
+            cell.first = bucket
+        if bucket >= cell.last:
+            cell.last = bucket + 1
+        fine[b] = fine.get(b, 0) + k
+        cell.seconds += k * ms / 1000.0
+        return
+    counts = systematic(rng, k, [w for _ms, w in entries])
     ms_total = 0.0
-    first = cell.first
+    first, last = cell.first, cell.last
     for (ms, _w), c in zip(entries, counts):
         if c:
             b = bisect_left(BIN_UPPER, ms)
@@ -521,31 +569,42 @@ def _latencies(rng: random.Random, entries: Sequence[tuple[float, float]], k: in
             buckets[bucket] += c
             if bucket < first:
                 first = bucket
+            if bucket >= last:
+                last = bucket + 1
             fine[b] = fine.get(b, 0) + c
             ms_total += c * ms
-    cell.first = first
+    cell.first, cell.last = first, last
     cell.seconds += ms_total / 1000.0
 
 
-def _endpoint_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float],
-                     serving: set[str]) -> dict[str, float]:
+def _fallback(window: _Endpoint, memo: dict[str, Sequence[tuple[float, float]]],
+              code: str) -> Sequence[tuple[float, float]]:
+    """The latencies for a code the pod had no sample of this tick: the newest of that code
+    at the endpoint, else this tick's of any code."""
+    got = memo.get(code)
+    if got is None:
+        got = memo[code] = list(window.latest.get(code) or window.newest() or [(0.0, 1.0)])
+    return got
+
+
+def _window_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, float], serving: set[str]
+                   ) -> tuple[dict[str, float], dict[str, tuple[dict[str, float], float]]]:
+    """An erring window's code shares at the endpoint (its serving pods' weights, shrunk toward
+    the service's) and per pod (its weights and samples, to shrink toward the endpoint's)."""
     weights: dict[str, float] = {}
     n = 0.0
+    by_pod: dict[str, tuple[dict[str, float], float]] = {}
     for (pod, code), (w, k) in sums.items():
         if pod in serving and pod != NO_POD:
             weights[code] = weights.get(code, 0.0) + w
             n += k
-    return _shrunk(_normalised(weights), n, service, K_ENDPOINT)
-
-
-def _pod_shares(sums: dict[tuple[str, str], list[float]], pod: str, endpoint: dict[str, float]) -> dict[str, float]:
-    weights: dict[str, float] = {}
-    n = 0.0
-    for (p, code), (w, k) in sums.items():
-        if p == pod:
-            weights[code] = w
-            n += k
-    return _shrunk(_normalised(weights), n, endpoint, K_POD)
+        own = by_pod.get(pod)
+        if own is None:
+            by_pod[pod] = ({code: w}, k)
+        else:
+            own[0][code] = w
+            by_pod[pod] = (own[0], own[1] + k)
+    return _shrunk(_normalised(weights), n, service, K_ENDPOINT), by_pod
 
 
 def _pod_name(c: Any) -> str:
