@@ -534,9 +534,49 @@ class ManifestZoneAffinity(ManifestFault):
     repair = "revert the change (or drop the affinity in the manifest and redeploy)"
 
 
+
+class ManifestImageTag(ManifestFault):
+    """The Deployment's image is pinned to a tag that was never built or pushed (a release tag
+    typed by hand, a tag from another branch).
+
+    Effects: the new pods cannot pull their image (``ErrImagePull``, then ``ImagePullBackOff``;
+    "Failed to pull image … not found" events) and never start, so the rollout stalls at the
+    surge pod (KubePodCrashLooping on the waiting pod, KubeDeploymentRolloutStuck after the
+    progress deadline); the old pods keep serving, so users notice nothing until they go.
+    Deleting the pods, or retagging the image with another guessed tag, changes nothing.
+    Repair: revert the change (or ``kubectl rollout undo``, or set an image that exists)."""
+
+    name = "manifest-image-tag"
+    description = "a Deployment's image pinned to a tag that does not exist"
+    repair = "revert the change (or `kubectl rollout undo`, or set an image that exists)"
+    judge = (
+        "no live template or active pod of the service names the bad tag or any other image "
+        "that cannot be pulled, and the service has a ready pod"
+    )
+
+    def live(self, world: World, fault: Fault) -> bool:
+        """The bad tag, or any image the registry does not hold: replacing the bad tag with
+        another tag that does not exist is not a repair."""
+        return super().live(world, fault) or self._unpullable(world, fault)
+
+    def _unpullable(self, world: World, fault: Fault) -> bool:
+        name = self.tag(world, fault).service
+        artifacts = world.cluster.artifacts
+        own = f"{fault.app}/"  # the app's own images (stock datastore images are not built here)
+
+        def bad(containers: list[dict[str, Any]]) -> bool:
+            return any(c.get("image", "").startswith(own) and artifacts.by_image(c["image"]) is None
+                       for c in containers)
+
+        dep = world.cluster.store.get("Deployment", fault.app, name)
+        if dep is not None and bad(dep["spec"]["template"]["spec"].get("containers") or []):
+            return True
+        return any(bad(p["spec"].get("containers") or []) for p in _pods(world, fault.app, name))
+
+
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
-    ManifestZoneAffinity,
+    ManifestZoneAffinity, ManifestImageTag,
 )

@@ -42,7 +42,7 @@ from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
-from pytest_sremarathon.k8s.objects import pod_is_ready
+from pytest_sremarathon.k8s.objects import condition, pod_is_ready
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import Author, GitRepo
 from pytest_sremarathon.pipeline.service import PipelineError, apply_edit
@@ -156,6 +156,21 @@ def _unready_new_pod(service: str) -> Callable[[TwinWorld, Evidence], bool]:
     return check
 
 
+def _image_pull_stalled(service: str) -> Callable[[TwinWorld, Evidence], bool]:
+    """A new pod waits on its image (ErrImagePull/ImagePullBackOff, a "Failed to pull image"
+    event), the old pods still serve, and the rollout is past its progress deadline."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        waiting = [p for p in w.pods(service) for cs in p["status"].get("containerStatuses") or []
+                   if (cs.get("state", {}).get("waiting") or {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")]
+        pulls = [ev for ev in w.store.list("Event", w.ns) if ev["reason"] == "Failed"
+                 and "Failed to pull image" in ev["message"]
+                 and any(ev["involvedObject"]["name"] == p["metadata"]["name"] for p in waiting)]
+        dep = w.store.get("Deployment", w.ns, service) or {}
+        stuck = (condition(dep, "Progressing") or {}).get("reason") == "ProgressDeadlineExceeded"
+        return bool(waiting) and bool(pulls) and any(pod_is_ready(p) for p in w.pods(service)) and stuck
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -204,6 +219,8 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "email-pause-workers": Expect({(ERR, "email"), (ERR, "checkout")}, check=_no_pods("email"),
                                   why="email scaled to zero"),
     "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
+    "payment-pin-release-image": Expect({(CRASH, "payment")}, check=_image_pull_stalled("payment"), max_ticks=40,
+                                        why="the new pod cannot pull shop/payment:2.4.0; the rollout stalls"),
 }
 
 SHOP_CATALOGUE = load_catalogue(SHOP)
@@ -244,6 +261,7 @@ def _warm(world: TwinWorld) -> Evidence:
             break
         world.tick()
     assert world.all_ready(), "the shop did not come up"
+    world.cluster.scraper.model.reset()  # the warm-up is over, as the marathon says (backend.settled)
     world.tick(4)
     assert not world.alerting(), f"the healthy shop already alerts: {world.alerting()}"
     ev = Evidence()
@@ -306,7 +324,7 @@ def _internals_change_kinds() -> set[str]:
 
 def test_every_documented_change_kind_is_registered_with_its_family() -> None:
     documented = _internals_change_kinds()
-    assert len(documented) == 17
+    assert len(documented) == len(CHANGE_KINDS)
     assert documented == {k.name for k in CHANGE_KINDS}
     for name in documented:
         assert name in REGISTRY and REGISTRY[name].family == "change"
@@ -391,7 +409,14 @@ def test_fault_effects_and_mitigation(change: CuratedChange, tmp_path: Path) -> 
     assert not kind.in_head(world, fault)
     _until_mitigated(world, kind, fault)
     _hold(world, kind, fault, True, 10, "after the revert")
-    left = {(r, s) for r, s in world.alerting() if ("shop", s) in fault.impact}
+    # Symptoms clear within a few minutes more: a wrong repair that made things worse (deleting
+    # the old pods of a stalled rollout) leaves a longer run of failures in the error windows.
+    for _ in range(10):
+        left = {(r, s) for r, s in world.alerting() if ("shop", s) in fault.impact}
+        if not left:
+            break
+        world.tick()
+        assert kind.mitigated(world, fault)
     assert not left, f"symptoms outlive the repair: {sorted(left)}"
 
     # the on-call cleanup has nothing left to do, and does nothing
@@ -464,7 +489,13 @@ def test_manifest_fault_fixed_on_the_live_object(change: CuratedChange, tmp_path
     tag = change.fault
     assert tag is not None and tag.object and tag.field
     live = copy.deepcopy(world.store.get(tag.object, "shop", tag.service))
-    _hand_fix(live, _base_doc(tag.object, tag.service), parse_path(tag.field))
+    if tag.kind == "manifest-image-tag":
+        # the manifest names the unpinned image the pipeline pins at build time: the hand fix
+        # is `kubectl set image` to the digest the old pods still run
+        running = next(p for p in world.pods(tag.service) if pod_is_ready(p))
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = running["spec"]["containers"][0]["image"]
+    else:
+        _hand_fix(live, _base_doc(tag.object, tag.service), parse_path(tag.field))
     world.store.replace(live, check_rv=False)
     _until_mitigated(world, kind, fault)
     _hold(world, kind, fault, True, 4, "after the hand fix")
@@ -591,3 +622,55 @@ def test_faulty_changes_revert_under_later_changes_and_reapply(root: Path, tmp_p
                 edited = apply_edit(target.read_text(), e.find, e.replace)
                 assert edited is not None, f"{change.id} does not re-apply after its revert"
                 target.write_text(edited)
+
+
+# -- manifest-image-tag: the judge asks for an image that pulls, not just another tag ------------
+def _set_image(world: TwinWorld, service: str, image: str) -> None:
+    """``kubectl set image deployment/<service> <service>=<image>``."""
+    dep = copy.deepcopy(world.store.get("Deployment", world.ns, service))
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    world.store.replace(dep, check_rv=False)
+
+
+def test_image_tag_retagged_to_another_missing_tag_is_no_repair(tmp_path: Path) -> None:
+    """The tempting wrong fix: "2.4.0 is not there, try 2.4.1". The bad value is gone from the
+    live object, but the new pods still cannot pull; only an image the registry holds (a
+    revert, ``rollout undo``, the digest the old pods run) mitigates, and it is the agent's."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    kind, fault = _inject(world, world.catalogue["payment-pin-release-image"])
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS["payment-pin-release-image"])
+    good = next(p for p in world.pods("payment") if pod_is_ready(p))["spec"]["containers"][0]["image"]
+    _set_image(world, "payment", "shop/payment:2.4.1")
+    _hold(world, kind, fault, False, 6, "after retagging to another missing tag")
+    assert {(p["spec"]["containers"][0]["image"]) for p in world.pods("payment")} >= {"shop/payment:2.4.1"}
+    _set_image(world, "payment", good)  # kubectl rollout undo, in effect
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 4, "after setting the image the old pods run")
+    refs = {(r.kind, r.name, r.aspect) for r in kind.evidence(world, fault)}
+    assert ("Deployment", "payment", "template") in refs and ("Deployment", "payment", "replicas") not in refs
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "search-pin-release-image"), ("social", "text-pin-release-image")],
+                         ids=lambda a: a[0])
+def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
+    """Every app's image-tag change stalls its rollout on a pull failure, and its revert repairs it."""
+    app, change_id = app_id
+    world = TwinWorld(tmp_path, APPS / app)
+    world.tick(4)
+    for _ in range(10):
+        if world.all_ready():
+            break
+        world.tick()
+    kind, fault = _inject(world, world.catalogue[change_id])
+    assert fault.component == f"service:{app}/{_service(world.catalogue[change_id])}"
+    stalled = _image_pull_stalled(_service(world.catalogue[change_id]))
+    for _ in range(40):
+        world.tick()
+        assert not kind.mitigated(world, fault)
+        if stalled(world, Evidence()):
+            break
+    else:
+        pytest.fail(f"{change_id}: the rollout did not stall on the image pull")
+    world.pipelines.revert(app, fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
