@@ -387,6 +387,56 @@ class ConfigEnvRemoved(ConfigFault):
     description = "a configuration key the code needs was removed"
 
 
+
+def _rolled_out(value: Any) -> bool:
+    """Does a percentage flag's value enable its path for anyone? Absent or a share ≤ 0 is off;
+    anything else (a share above zero, a value the code cannot parse) is not."""
+    if value is MISSING or value is None:
+        return False
+    try:
+        return float(str(value)) > 0
+    except ValueError:
+        return True
+
+
+class ConfigPercentageRollout(ConfigFault):
+    """A percentage feature flag (``key``, the share of users in percent) rolled out to a share
+    of the users (``value``), enabling a code path that is broken: it shipped dark and was never
+    exercised.
+
+    Effects: the requests of the users in the rollout fail on that path (HTTP 500 with a
+    traceback in the service's pod logs) and no one else's: a *partial* error ratio on the
+    service and its callers (ServiceHighErrorRate), steady per user, that no pod, node or zone
+    explains. Restarting or scaling changes nothing; turning the rollout down (10% instead of
+    50%) only shrinks the share. Repair: revert the change, or set the share to 0 (through the
+    pipeline, or in the ConfigMap followed by a rollout restart)."""
+
+    name = "config-percentage-rollout"
+    description = "a percentage feature-flag rollout enables a broken path for a share of users"
+    repair = (
+        "revert the change, or set the rollout share to 0 (through the pipeline, or in the "
+        "ConfigMap followed by a rollout restart)"
+    )
+    judge = (
+        "no running pod of the service has the flag rolled out to a share above 0, and the "
+        "service has a ready pod"
+    )
+
+    def live(self, world: World, fault: Fault) -> bool:
+        key, _ = self._key(world, fault)
+        return any(_rolled_out(config.get(key, MISSING))
+                   for config in _running_configs(world, fault.app, self.tag(world, fault).service))
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        key, _ = self._key(world, fault)
+        text = world.pipelines.head_file(fault.app, f"config/{self.tag(world, fault).service}.yaml")
+        try:
+            data = yamlio.load(text) or {}
+        except yaml.YAMLError:
+            return True
+        return _rolled_out(data.get(key, MISSING) if isinstance(data, dict) else MISSING)
+
+
 # -- manifests ----------------------------------------------------------------------------------
 class ManifestFault(ChangeFault):
     """A bad value in a manifest: ``object`` (Deployment or Service, named after the service),
@@ -577,6 +627,7 @@ class ManifestImageTag(ManifestFault):
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
+    ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
     ManifestZoneAffinity, ManifestImageTag,
 )

@@ -171,6 +171,14 @@ def _image_pull_stalled(service: str) -> Callable[[TwinWorld, Evidence], bool]:
     return check
 
 
+def _partial_errors(service: str, low: float, high: float) -> Callable[[TwinWorld, Evidence], bool]:
+    """The service fails a share of its requests, between ``low`` and ``high`` (2-minute mean)."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        ratio = sum(w.metric(service, "error_ratio", 4)) / 4
+        return low < ratio < high
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -219,6 +227,9 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "email-pause-workers": Expect({(ERR, "email"), (ERR, "checkout")}, check=_no_pods("email"),
                                   why="email scaled to zero"),
     "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
+    "cart-saved-for-later-half": Expect({(ERR, "cart")}, {"cart": "TypeError: the JSON object must be str"},
+                                        check=_partial_errors("cart", 0.05, 0.4),
+                                        why="add_item fails for the half of the shoppers in the rollout"),
     "payment-pin-release-image": Expect({(CRASH, "payment")}, check=_image_pull_stalled("payment"), max_ticks=40,
                                         why="the new pod cannot pull shop/payment:2.4.0; the rollout stalls"),
 }
@@ -674,3 +685,36 @@ def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) ->
         pytest.fail(f"{change_id}: the rollout did not stall on the image pull")
     world.pipelines.revert(app, fault.change or "", "agent")
     _until_mitigated(world, kind, fault)
+
+
+# -- config-percentage-rollout: turning the share down is no repair --------------------------------
+def _set_config(world: TwinWorld, service: str, key: str, value: str) -> None:
+    """``kubectl edit configmap <service>-config`` then ``kubectl rollout restart``."""
+    cm = copy.deepcopy(world.store.get("ConfigMap", world.ns, f"{service}-config"))
+    cm["data"][key] = value
+    world.store.replace(cm, check_rv=False)
+    dep = copy.deepcopy(world.store.get("Deployment", world.ns, service))
+    annotations = dep["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})
+    annotations["kubectl.kubernetes.io/restartedAt"] = str(world.ticks)
+    world.store.replace(dep, check_rv=False)
+
+
+def test_percentage_rollout_turned_down_is_no_repair(tmp_path: Path) -> None:
+    """10% instead of 50% shrinks the failing share but leaves the broken path live: not
+    mitigated; 0% (a live fix: the ConfigMap and a rollout restart) is."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    change = world.catalogue["cart-saved-for-later-half"]
+    kind, fault = _inject(world, change)
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS[change.id])
+    world.tick(4)
+    before = sum(world.metric("cart", "error_ratio", 4)) / 4
+    _set_config(world, "cart", "SAVED_FOR_LATER_PERCENT", "10")
+    _hold(world, kind, fault, False, 12, "after turning the rollout down to 10%")
+    after = sum(world.metric("cart", "error_ratio", 4)) / 4
+    assert 0 < after < before, f"a smaller rollout fails a smaller share ({before:.3f} -> {after:.3f})"
+    assert "TypeError" in world.logs("cart")
+    _set_config(world, "cart", "SAVED_FOR_LATER_PERCENT", "0")
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 6, "after setting the share to 0")
+    assert kind.in_head(world, fault), "a live fix leaves the repository as it was"
