@@ -662,29 +662,44 @@ def test_image_tag_retagged_to_another_missing_tag_is_no_repair(tmp_path: Path) 
     assert ("Deployment", "payment", "template") in refs and ("Deployment", "payment", "replicas") not in refs
 
 
-@pytest.mark.parametrize("app_id", [("hotel", "search-pin-release-image"), ("social", "text-pin-release-image")],
-                         ids=lambda a: a[0])
-def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
-    """Every app's image-tag change stalls its rollout on a pull failure, and its revert repairs it."""
-    app, change_id = app_id
+def _other_app_world(app: str, tmp_path: Path) -> TwinWorld:
     world = TwinWorld(tmp_path, APPS / app)
     world.tick(4)
     for _ in range(10):
         if world.all_ready():
             break
         world.tick()
+    assert world.all_ready(), f"{app} did not come up"
+    world.cluster.scraper.model.reset()
+    world.tick(4)
+    return world
+
+
+def _effect_then_revert(world: TwinWorld, change_id: str, shown: Callable[[TwinWorld, Evidence], bool],
+                        max_ticks: int = 40) -> None:
+    """Inject ``change_id``, run until ``shown`` holds (never mitigated meanwhile), revert it
+    through the pipeline: mitigated."""
     kind, fault = _inject(world, world.catalogue[change_id])
-    assert fault.component == f"service:{app}/{_service(world.catalogue[change_id])}"
-    stalled = _image_pull_stalled(_service(world.catalogue[change_id]))
-    for _ in range(40):
+    assert fault.component == f"service:{world.ns}/{_service(world.catalogue[change_id])}"
+    for _ in range(max_ticks):
         world.tick()
         assert not kind.mitigated(world, fault)
-        if stalled(world, Evidence()):
+        if shown(world, Evidence()):
             break
     else:
-        pytest.fail(f"{change_id}: the rollout did not stall on the image pull")
-    world.pipelines.revert(app, fault.change or "", "agent")
+        pytest.fail(f"{world.ns}/{change_id}: its documented effect did not show")
+    world.pipelines.revert(world.ns, fault.change or "", "agent")
     _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 4, "after the revert")
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "search-pin-release-image"), ("social", "text-pin-release-image")],
+                         ids=lambda a: a[0])
+def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
+    """Every app's image-tag change stalls its rollout on a pull failure, and its revert repairs it."""
+    app, change_id = app_id
+    world = _other_app_world(app, tmp_path)
+    _effect_then_revert(world, change_id, _image_pull_stalled(_service(world.catalogue[change_id])))
 
 
 # -- config-percentage-rollout: turning the share down is no repair --------------------------------
@@ -718,3 +733,17 @@ def test_percentage_rollout_turned_down_is_no_repair(tmp_path: Path) -> None:
     _until_mitigated(world, kind, fault)
     _hold(world, kind, fault, True, 6, "after setting the share to 0")
     assert kind.in_head(world, fault), "a live fix leaves the repository as it was"
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "user-argon2-quarter", "KeyError: 'argon2_salt'"),
+                                    ("social", "user-timeline-pinned-posts", "TypeError: 'NoneType'")],
+                         ids=lambda a: a[0])
+def test_percentage_rollout_in_the_other_apps(app_id: tuple[str, str, str], tmp_path: Path) -> None:
+    """The users in each app's rollout fail on the dark-launched path: a partial error ratio on
+    the service, the traceback in its logs; the revert repairs it."""
+    app, change_id, text = app_id
+    world = _other_app_world(app, tmp_path)
+    service = _service(world.catalogue[change_id])
+    partial = _partial_errors(service, 0.05, 0.5)
+    _effect_then_revert(world, change_id, lambda w, e: partial(w, e) and text in w.logs(service)
+                        and (ERR, service) in w.alerting())
