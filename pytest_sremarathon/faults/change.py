@@ -297,6 +297,27 @@ class CodeContractBreak(CodeFault):
         return {(ns, s) for s in world.apps[ns].callers_of(service)}
 
 
+
+class CodeDependencyBump(CodeFault):
+    """A routine-looking bump of a pinned third-party library (``requirements.txt`` and the
+    vendored source together, as a dependency bot opens it) whose new major version changes a
+    default the service relied on (``signature``: the new default, in the vendored module).
+    The unit tests pass: they never take the path that depends on the old default.
+
+    Effects: the requests that reach the library with the old assumption fail with the library's
+    own exception (a traceback ending in the vendored module in the service's pod logs) or are
+    misread: in the shop the storefront's cart page (``TypeError: moneyparse refuses float
+    amount``), in the hotel the rate quotes of dates a day-first parser reads as another month
+    ("check-out … is not after check-in", "stays are limited to … nights"), so only some dates
+    fail. ServiceHighErrorRate on the service and its callers. Nothing in the service's own code
+    changed, and benign dependency bumps ship around it; restarting changes nothing.
+    Repair: revert the bump through the pipeline (or pin the old version back)."""
+
+    name = "code-dependency-bump"
+    description = "a dependency version bump changes a default the service relied on"
+    repair = "revert the bump through the pipeline (or pin the old version back)"
+
+
 # -- configuration ------------------------------------------------------------------------------
 class ConfigFault(ChangeFault):
     """A bad configuration value (``key``/``value``; ``value: null`` means the key was removed)
@@ -626,6 +647,7 @@ class ManifestImageTag(ManifestFault):
 
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
+    CodeDependencyBump,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
     ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,

@@ -227,6 +227,8 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "email-pause-workers": Expect({(ERR, "email"), (ERR, "checkout")}, check=_no_pods("email"),
                                   why="email scaled to zero"),
     "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
+    "deps-moneyparse-2-0": Expect({(ERR, "frontend")}, {"frontend": "moneyparse refuses float amount"},
+                                  why="moneyparse 2 refuses the float cart total of every cart page"),
     "cart-saved-for-later-half": Expect({(ERR, "cart")}, {"cart": "TypeError: the JSON object must be str"},
                                         check=_partial_errors("cart", 0.05, 0.4),
                                         why="add_item fails for the half of the shoppers in the rollout"),
@@ -747,3 +749,12 @@ def test_percentage_rollout_in_the_other_apps(app_id: tuple[str, str, str], tmp_
     partial = _partial_errors(service, 0.05, 0.5)
     _effect_then_revert(world, change_id, lambda w, e: partial(w, e) and text in w.logs(service)
                         and (ERR, service) in w.alerting())
+
+
+def test_dependency_bump_in_the_hotel_fails_some_dates(tmp_path: Path) -> None:
+    """dateparse 2 reads 2026-04-09 as the 4th of September: the rate quotes of stays that begin
+    on an ambiguous day fail, the others pass (a partial error ratio tied to the dates asked)."""
+    world = _other_app_world("hotel", tmp_path)
+    partial = _partial_errors("rate", 0.1, 0.8)
+    _effect_then_revert(world, "deps-dateparse-2-0", lambda w, e: partial(w, e) and (ERR, "rate") in w.alerting()
+                        and ("is not after check-in" in w.logs("rate") or "nights" in w.logs("rate")))
