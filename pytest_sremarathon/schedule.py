@@ -77,7 +77,12 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
         arrivals.append(window_start + timedelta(seconds=_snap(offset, spec.tick)))
 
     faulty = {app: [c for c in cat if c.faulty] for app, cat in scenario.catalogues.items()}
-    benign = {app: [c for c in cat if not c.faulty] for app, cat in scenario.catalogues.items()}
+    # A benign change that a faulty one ships as its trigger (manifest-hotfix-undone: the routine
+    # deploy that undoes a live hotfix) is that fault's to ship, never the benign pool's.
+    triggers = {app: {c.fault.trigger for c in cat if c.fault is not None and c.fault.trigger}
+                for app, cat in scenario.catalogues.items()}
+    benign = {app: [c for c in cat if not c.faulty and c.id not in triggers[app]]
+              for app, cat in scenario.catalogues.items()}
     targets = Targets({f"worker-{z.split('-')[-1]}{i + 1}": z for z in spec.topology.zones
                        for i in range(spec.topology.nodes_per_zone)}, tuple(scenario.apps))
     busy_until: dict[tuple[str, str], datetime] = {}  # (app, change), ("node", name), ("zone", name)… -> end of its last use

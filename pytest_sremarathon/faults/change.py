@@ -15,7 +15,10 @@ earlier good ref, or an equivalent hand fix does.
 
 from __future__ import annotations
 
+import copy
 import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
@@ -645,11 +648,137 @@ class ManifestImageTag(ManifestFault):
         return any(bad(p["spec"].get("containers") or []) for p in _pods(world, fault.app, name))
 
 
+
+@dataclass
+class _Hotfix:
+    """Where a hotfix-undone fault is in its story (kept by the kind, per fault)."""
+
+    good: Any  # the field's value before the bad change, what the human puts back live
+    phase: str = "deploying"  # deploying -> hotfixed -> triggered
+    trigger_at: Optional[datetime] = None
+    trigger_change: Optional[str] = None
+
+
+class ManifestHotfixUndone(ManifestFault):
+    """A bad value in a Deployment manifest (``object``/``field``/``value``, as for the other
+    manifest kinds) that a human fixed *live*, outside the pipeline: the change is deployed and
+    the on-call engineer patches the live Deployment back at once (``kubectl set resources``;
+    the change-cause annotation says so) but never fixes the repository. The pipeline applies
+    only what a deploy changes, so the live fix holds — until the next routine change of the
+    service (``trigger``, a benign curated change, shipped ``TRIGGER_DELAY`` later) re-renders
+    the Deployment from the repository and silently brings the bad value back. The fault is
+    active from that rollout on; its root cause is the earlier change (``change:<id>``), not the
+    routine one that re-applied it.
+
+    Effects: as for the bad value itself (a memory limit below the working set: the new pods are
+    OOM-killed as they warm up, KubeContainerOOMKilled, KubePodCrashLooping, the rollout stalls),
+    starting right after an innocuous deploy. Rolling the routine change back re-applies the same
+    bad value; repeating the human's kubectl fix holds only until the next deploy and does not
+    count. Repair: put the fix in the repository (revert the earlier change, or commit the good
+    value) and deploy it."""
+
+    name = "manifest-hotfix-undone"
+    description = "a live hotfix made outside the pipeline, silently undone by the next routine deploy"
+    arrives = (
+        "a curated change deployed through the pipeline and hot-fixed live at once by a human "
+        "(kubectl, not the repository); the next routine deploy of the service re-applies it"
+    )
+    repair = "put the fix in the repository (revert the earlier change, or commit the good value) and deploy it"
+    judge = (
+        "the live Deployment and every active pod are free of the bad value, the deployed "
+        "revision of the manifest no longer carries it (a kubectl fix alone does not count), and "
+        "the service has a ready pod"
+    )
+
+    #: How long after the hotfix the service's next routine change ships.
+    TRIGGER_DELAY = timedelta(minutes=20)
+    HOTFIX_CAUSE = "hotfix by on-call: {field} back to {good} (live only; repository to follow)"
+
+    def __init__(self) -> None:
+        self._story: dict[str, _Hotfix] = {}
+
+    def inject(self, world: World, fault: Fault) -> None:
+        _, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get("Deployment", fault.app, name)
+        self._story[fault.id] = _Hotfix(good=copy.deepcopy(resolve(live, path)) if live is not None else MISSING)
+        super().inject(world, fault)
+
+    def active(self, world: World, fault: Fault) -> bool:
+        """Drives the story, called every tick until the fault is active (after the pipeline
+        applied what landed, before the controllers act): the bad change lands and is
+        hot-fixed in the same moment (no pod ever runs it), the routine change ships a while
+        later, and its rollout — or any other deploy that re-applies the Deployment — makes the
+        fault active."""
+        story = self._story.get(fault.id)
+        if story is None:
+            return False
+        now = world.cluster.store.clock()
+        if story.phase == "deploying":
+            if world.pipelines.is_deployed(fault.app, fault.change):
+                self._hotfix(world, fault, story)
+                story.phase, story.trigger_at = "hotfixed", now + self.TRIGGER_DELAY
+            return False
+        if self._bad_live(world, fault):
+            return True  # a deploy re-applied the repository's value
+        if story.phase == "hotfixed" and story.trigger_at is not None and now >= story.trigger_at:
+            story.phase = "triggered"
+            trigger = self.tag(world, fault).trigger
+            if trigger:
+                curated = world.curated(fault.app, trigger)
+                try:
+                    change = world.pipelines.commit_edits(fault.app, [(e.file, e.find, e.replace) for e in curated.edits],
+                                                          curated.message, curated.author)
+                except PipelineError:
+                    return False  # someone changed those lines meanwhile; the next deploy will do
+                story.trigger_change = change.id
+                world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
+        return False
+
+    def _hotfix(self, world: World, fault: Fault, story: _Hotfix) -> None:
+        _, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get("Deployment", fault.app, name)
+        if live is None or story.good is MISSING:
+            return
+        fixed = copy.deepcopy(live)
+        parent = resolve(fixed, path[:-1])
+        if not isinstance(parent, (dict, list)):
+            return
+        parent[path[-1]] = copy.deepcopy(story.good)
+        annotations = fixed["metadata"].setdefault("annotations", {})
+        annotations["kubernetes.io/change-cause"] = self.HOTFIX_CAUSE.format(
+            field=self.tag(world, fault).field, good=story.good)
+        world.cluster.store.replace(fixed, check_rv=False)
+
+    def _bad_live(self, world: World, fault: Fault) -> bool:
+        return super().live(world, fault)
+
+    def _bad_deployed(self, world: World, fault: Fault) -> bool:
+        """Does the revision the pipeline last deployed still carry the bad value? (What the
+        next deploy of the service would apply again.)"""
+        kind, name, path, bad = self._target(world, fault)
+        for rel in sorted(f for f in world.pipelines.deployed_files(fault.app) if f.startswith("manifests/")):
+            try:
+                docs = yamlio.load_all(world.pipelines.deployed_file(fault.app, rel))
+            except yaml.YAMLError:
+                continue
+            for doc in docs:
+                if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
+                    return _matches(resolve(doc, path), bad)
+        return False
+
+    def live(self, world: World, fault: Fault) -> bool:
+        return self._bad_live(world, fault) or self._bad_deployed(world, fault)
+
+    def cleanup(self, world: World, fault: Fault) -> None:
+        self._story.pop(fault.id, None)
+        super().cleanup(world, fault)
+
+
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
     CodeDependencyBump,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
     ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
-    ManifestZoneAffinity, ManifestImageTag,
+    ManifestZoneAffinity, ManifestImageTag, ManifestHotfixUndone,
 )

@@ -229,6 +229,7 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
     "deps-moneyparse-2-0": Expect({(ERR, "frontend")}, {"frontend": "moneyparse refuses float amount"},
                                   why="moneyparse 2 refuses the float cart total of every cart page"),
+    "ad-cap-memory": Expect({(OOM, "ad"), (CRASH, "ad")}, why="the new ad pods are OOM-killed at start"),
     "cart-saved-for-later-half": Expect({(ERR, "cart")}, {"cart": "TypeError: the JSON object must be str"},
                                         check=_partial_errors("cart", 0.05, 0.4),
                                         why="add_item fails for the half of the shoppers in the rollout"),
@@ -488,7 +489,9 @@ def _base_doc(kind: str, name: str) -> dict[str, Any]:
     raise AssertionError(f"no {kind}/{name} in the shop's manifests")
 
 
-MANIFEST_FAULTS = [c for c in SHOP_FAULTY if c.fault and isinstance(REGISTRY[c.fault.kind], ManifestFault)]
+# (A hotfix-undone fault is the opposite case: a live fix is exactly what does not count.)
+MANIFEST_FAULTS = [c for c in SHOP_FAULTY if c.fault and isinstance(REGISTRY[c.fault.kind], ManifestFault)
+                   and c.fault.kind != "manifest-hotfix-undone"]
 
 
 @pytest.mark.parametrize("change", MANIFEST_FAULTS, ids=lambda c: f"{c.fault.kind}:{c.id}")
@@ -758,3 +761,98 @@ def test_dependency_bump_in_the_hotel_fails_some_dates(tmp_path: Path) -> None:
     partial = _partial_errors("rate", 0.1, 0.8)
     _effect_then_revert(world, "deps-dateparse-2-0", lambda w, e: partial(w, e) and (ERR, "rate") in w.alerting()
                         and ("is not after check-in" in w.logs("rate") or "nights" in w.logs("rate")))
+
+
+# -- manifest-hotfix-undone: the story, and why only the repository fix counts --------------------
+def _memory_limit(obj: dict[str, Any]) -> str:
+    return obj["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+
+def _drive_story(world: TwinWorld, change_id: str) -> tuple[ChangeFault, Fault]:
+    """Inject a hotfix-undone fault and tick (asking ``active`` each tick, as the marathon does
+    after the pipeline acted) until the routine deploy has undone the hotfix."""
+    kind, fault = _inject(world, world.catalogue[change_id])
+    fault.injected = False
+    tag = world.catalogue[change_id].fault
+    assert tag is not None and tag.trigger
+    assert not kind.active(world, fault)  # the change landed (builds are instant here): hot-fixed at once
+    dep = world.store.get("Deployment", world.ns, tag.service)
+    assert "hotfix by on-call" in dep["metadata"]["annotations"]["kubernetes.io/change-cause"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] != tag.value
+    routine = world.catalogue[tag.trigger].message
+    for _ in range(60):
+        world.tick()
+        assert all(_memory_limit(p) != tag.value for p in world.pods(tag.service)) or \
+            any(c.message == routine for c in world.pipelines.changes(world.ns)), "no pod runs the bad value before"
+        if kind.active(world, fault):
+            break
+    else:
+        pytest.fail(f"{change_id}: the routine deploy never undid the hotfix")
+    fault.injected = True
+    assert world.pipelines.changes(world.ns)[-1].message == routine, "the routine change shipped the bad value back"
+    return kind, fault
+
+
+def test_hotfix_undone_by_the_next_routine_deploy(tmp_path: Path) -> None:
+    """The bad limit is deployed and hot-fixed live in the same moment; twenty minutes later an
+    unrelated change of ad (its log level) re-renders the Deployment and the 40Mi limit is back.
+    Rolling the routine change back, or repeating the kubectl fix, is no repair; reverting the
+    earlier change through the pipeline is, and it is the agent's."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    kind, fault = _drive_story(world, "ad-cap-memory")
+    assert fault.component == "service:shop/ad" and fault.change == \
+        next(c.id for c in world.pipelines.changes("shop") if c.message.startswith("ad: cap memory"))
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS["ad-cap-memory"])
+
+    # wrong: roll back the routine change that "broke" it (its revert re-applies the same manifest)
+    routine = world.pipelines.changes("shop")[-1]
+    world.pipelines.revert("shop", routine.id, "agent")
+    _hold(world, kind, fault, False, 6, "after rolling back the routine change")
+
+    # wrong: the human's fix again, live only (`kubectl set resources`): the pods recover, the
+    # repository and the deployed revision still say 40Mi, the next deploy would undo it again
+    dep = copy.deepcopy(world.store.get("Deployment", "shop", "ad"))
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "256Mi"
+    world.store.replace(dep, check_rv=False)
+    world.tick(8)
+    assert all(_memory_limit(p) == "256Mi" for p in world.pods("ad")) and world.all_ready()
+    _hold(world, kind, fault, False, 4, "after a live-only fix")
+
+    # the documented repair: the fix goes into the repository and is deployed
+    world.pipelines.revert("shop", fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 6, "after the revert of the earlier change")
+    refs = {(r.kind, r.name, r.aspect) for r in kind.evidence(world, fault)}
+    assert ("Deployment", "ad", "template") in refs
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "reservation-cap-memory"), ("social", "user-mention-cap-memory")],
+                         ids=lambda a: a[0])
+def test_hotfix_undone_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
+    app, change_id = app_id
+    world = _other_app_world(app, tmp_path)
+    service = _service(world.catalogue[change_id])
+    kind, fault = _drive_story(world, change_id)
+    for _ in range(20):
+        world.tick()
+        assert not kind.mitigated(world, fault)
+        if (OOM, service) in world.alerting():
+            break
+    else:
+        pytest.fail(f"{change_id}: the re-applied limit did not OOM-kill the new pods")
+    world.pipelines.revert(app, fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+
+
+@pytest.mark.parametrize("root", _with_changes())
+def test_triggers_are_benign_changes_of_the_same_service(root: Path) -> None:
+    """A hotfix-undone change names as its trigger a benign change of the app that re-renders
+    the same service's Deployment (its config or manifest)."""
+    catalogue = {c.id: c for c in load_catalogue(root)}
+    for change in catalogue.values():
+        if change.fault is None or not change.fault.trigger:
+            continue
+        trigger = catalogue.get(change.fault.trigger)
+        assert trigger is not None and not trigger.faulty, f"{change.id}: trigger {change.fault.trigger} is no benign change"
+        assert change.fault.service in _touched_services(trigger), f"{change.id}: its trigger does not touch the service"
