@@ -2,7 +2,7 @@
 
 Shapes come from CALIBRATION.md: Weibull inter-arrivals (bursty, shape ≈ 0.64), lognormal
 active windows (ln-minutes μ ≈ 4.0, σ ≈ 1.2), a change-induced majority split between code and
-configuration. The count is fixed by the scenario and the arrival gaps are rescaled into the
+configuration, the family mix of the scenario exactly (a quota per run, not a draw per fault). The count is fixed by the scenario and the arrival gaps are rescaled into the
 injection window, so a run is as dense as asked while keeping the bursty shape. Benign changes
 ship between the faulty ones so that "revert the latest change" is not a free answer.
 """
@@ -89,16 +89,37 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
     families, fam_weights = _weights(cfg.families)
 
     faults: list[Fault] = []
+    owed: dict[str, int] = {}  # family -> draws it could not take (see below)
+    # The run's family mix is the calibrated one (largest remainders of n × weight), in a seeded
+    # order: a run of 60 faults drawn one by one would stray by ±6 points from it.
+    draws = _quota(families, fam_weights, len(arrivals))
+    rng.shuffle(draws)
     for at in arrivals:
         minutes = math.exp(rng.gauss(cfg.duration_ln_minutes_mu, cfg.duration_ln_minutes_sigma))
         seconds = min(max(minutes * 60, cfg.duration_min), cfg.duration_max)
         until = min(at + timedelta(seconds=_snap(seconds, spec.tick)), end)
-        family = rng.choices(families, fam_weights)[0]
-        picked = _pick(family, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
+        family = draws.pop()
+        picked = None
+        # A family drawn when none of its targets was free is owed: it takes the place of a later
+        # draw of a family that stood in for it, as soon as it can. Node and zone faults keep to
+        # one zone at a time and are often blocked; without this their share falls well below
+        # the calibrated one and the stand-in (the first family in order) takes it.
+        if owed and family == families[0]:
+            for debtor in sorted(owed):
+                picked = _pick(debtor, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
+                if picked is not None:
+                    owed[debtor] -= 1
+                    if not owed[debtor]:
+                        del owed[debtor]
+                    break
+        if picked is None:
+            picked = _pick(family, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
         if picked is None:  # nothing of that family is free: fall back to any family that is
             for other in families:
                 picked = _pick(other, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
                 if picked is not None:
+                    if other == families[0] and family != other:
+                        owed[family] = owed.get(family, 0) + 1
                     break
         if picked is None:
             continue
@@ -117,6 +138,17 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
         planned.append(PlannedChange(start + timedelta(seconds=_snap(offset, spec.tick)), app, change_id))
     planned.sort(key=lambda c: (c.at, c.app, c.change))
     return Schedule(seed, faults, planned)
+
+
+def _quota(keys: list[str], weights: list[float], n: int) -> list[str]:
+    """``n`` draws of ``keys`` in proportion to ``weights`` (largest remainders), in key order."""
+    total = sum(weights) or 1.0
+    exact = [n * w / total for w in weights]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(keys)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in by_remainder[: n - sum(counts)]:
+        counts[i] += 1
+    return [k for k, c in zip(keys, counts) for _ in range(c)]
 
 
 def _snap(seconds: float, tick: float) -> float:
