@@ -16,6 +16,7 @@ earlier good ref, or an equivalent hand fix does.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -649,6 +650,17 @@ class ManifestImageTag(ManifestFault):
 
 
 
+
+@functools.lru_cache(maxsize=128)
+def _manifest_docs(text: str) -> tuple[Any, ...]:
+    """A manifest file's documents, parsed once per distinct content (the judge reads the
+    deployed revision every tick while the fault is active). Read only."""
+    try:
+        return tuple(yamlio.load_all(text))
+    except yaml.YAMLError:
+        return ()
+
+
 @dataclass
 class _Hotfix:
     """Where a hotfix-undone fault is in its story (kept by the kind, per fault)."""
@@ -757,11 +769,7 @@ class ManifestHotfixUndone(ManifestFault):
         next deploy of the service would apply again.)"""
         kind, name, path, bad = self._target(world, fault)
         for rel in sorted(f for f in world.pipelines.deployed_files(fault.app) if f.startswith("manifests/")):
-            try:
-                docs = yamlio.load_all(world.pipelines.deployed_file(fault.app, rel))
-            except yaml.YAMLError:
-                continue
-            for doc in docs:
+            for doc in _manifest_docs(world.pipelines.deployed_file(fault.app, rel)):
                 if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
                     return _matches(resolve(doc, path), bad)
         return False
