@@ -298,6 +298,13 @@ def _external_outage(rng: random.Random, targets: Targets, free: Free) -> Choice
     return ns, {"external": name}, [("external", name)]
 
 
+def _dns_degraded(rng: random.Random, targets: Targets, free: Free) -> Choice:
+    """Cluster-wide: one at a time."""
+    if not free(("dns", "cluster")):
+        return None
+    return "cluster", {"share": rng.choice([0.02, 0.03, 0.05])}, [("dns", "cluster")]
+
+
 def _traffic_surge(rng: random.Random, targets: Targets, free: Free) -> Choice:
     pool = [app.namespace for app in targets.apps if free(("surge", app.namespace))]
     if not pool:
@@ -319,4 +326,5 @@ _CHOOSERS: dict[str, Callable[[random.Random, Targets, Free], Choice]] = {
     "dependency-credential-expired": _datastore_kind(True, lambda rng: {}, "datastore"),
     "dependency-external-outage": _external_outage,
     "traffic-surge": _traffic_surge,
+    "dependency-dns-degraded": _dns_degraded,
 }
