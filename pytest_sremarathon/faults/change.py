@@ -322,6 +322,57 @@ class CodeDependencyBump(CodeFault):
     repair = "revert the bump through the pipeline (or pin the old version back)"
 
 
+
+class CodeSchemaMigration(CodeFault):
+    """A code change writes its records in a new shape (``{"schema": 2, "posts": [...]}`` where
+    a list was) and reads only the new one: no expand-then-contract.
+
+    Effects: during the rollout the old pods fail on the records the new pods wrote (``TypeError:
+    string indices must be integers``), and the new pods on every record written before
+    (``TypeError: list indices must be integers or slices, not str``); once rolled out, every
+    read of an old record fails (the service and its callers: ServiceHighErrorRate), while keys
+    first written by the new version work — so a share of the data is now in the new shape.
+    Reverting brings back code that cannot read that share: errors go on after the rollback.
+    Restarting changes nothing. Repair: fix forward — deploy a version that reads both shapes
+    (or revert and repair the records written in the new shape).
+    Mitigated when no active pod runs the faulty reader (its ``signature``), the service has a
+    ready pod, and its error ratio is below 1% (2-minute mean): the data the running code meets
+    is the data it can read."""
+
+    name = "code-schema-migration"
+    description = "a change writes a new record shape that neither old pods nor its own reader of old records handle"
+    repair = "fix forward: deploy a version that reads both shapes (or revert and repair the records in the new shape)"
+    judge = (
+        "no active pod of the service runs the faulty reader, its Service routes to a ready pod, "
+        "and its error ratio is below 1% (2-minute mean)"
+    )
+    MAX_ERROR_RATIO = 0.01
+
+    def mitigated(self, world: World, fault: Fault) -> bool:
+        if not super().mitigated(world, fault):
+            return False
+        # Its Service must route to it: emptying the endpoints would move the failures into
+        # the callers and leave the service's own numbers clean.
+        ep = world.cluster.store.get("Endpoints", fault.app, self.tag(world, fault).service) or {}
+        if not any(sub.get("addresses") for sub in ep.get("subsets") or []):
+            return False
+        # The service's own failures, not its callers': they only pass its errors on, and a
+        # caller with little traffic keeps an old failure share in its estimate for long.
+        window = world.cluster.metrics.window(fault.app, self.tag(world, fault).service, "error_ratio", 4)
+        return not window or sum(window) / len(window) < self.MAX_ERROR_RATIO
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The service's template and pods (the code that reads), and the pods of the datastores
+        it calls (a repair of the records, or their loss, comes through them)."""
+        tag = self.tag(world, fault)
+        app = world.apps[fault.app]
+        out = workload_evidence(world, fault.app, tag.service, replicas=False)
+        for ds in app.services[tag.service].calls:
+            if app.services[ds].datastore is not None:
+                out += workload_evidence(world, fault.app, ds, replicas=False)
+        return out
+
+
 # -- configuration ------------------------------------------------------------------------------
 class ConfigFault(ChangeFault):
     """A bad configuration value (``key``/``value``; ``value: null`` means the key was removed)
@@ -784,7 +835,7 @@ class ManifestHotfixUndone(ManifestFault):
 
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
-    CodeDependencyBump,
+    CodeDependencyBump, CodeSchemaMigration,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
     ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
