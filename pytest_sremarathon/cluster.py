@@ -57,6 +57,8 @@ class NetworkKnobs(Protocol):
     def pod_delay_ms(self) -> MutableMapping[str, float]: ...  # pod uid -> ms added to each request
     @property
     def externals_down(self) -> MutableSet[str]: ...
+    @property
+    def dns_race_share(self) -> MutableMapping[str, float]: ...  # namespace -> share of lookups lost
     cpu_overload_timeouts: bool
 
 

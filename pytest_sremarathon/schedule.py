@@ -2,7 +2,7 @@
 
 Shapes come from CALIBRATION.md: Weibull inter-arrivals (bursty, shape ≈ 0.64), lognormal
 active windows (ln-minutes μ ≈ 4.0, σ ≈ 1.2), a change-induced majority split between code and
-configuration. The count is fixed by the scenario and the arrival gaps are rescaled into the
+configuration, the family mix of the scenario exactly (a quota per run, not a draw per fault). The count is fixed by the scenario and the arrival gaps are rescaled into the
 injection window, so a run is as dense as asked while keeping the bursty shape. Benign changes
 ship between the faulty ones so that "revert the latest change" is not a free answer.
 """
@@ -77,23 +77,49 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
         arrivals.append(window_start + timedelta(seconds=_snap(offset, spec.tick)))
 
     faulty = {app: [c for c in cat if c.faulty] for app, cat in scenario.catalogues.items()}
-    benign = {app: [c for c in cat if not c.faulty] for app, cat in scenario.catalogues.items()}
+    # A benign change that a faulty one ships as its trigger (manifest-hotfix-undone: the routine
+    # deploy that undoes a live hotfix) is that fault's to ship, never the benign pool's.
+    triggers = {app: {c.fault.trigger for c in cat if c.fault is not None and c.fault.trigger}
+                for app, cat in scenario.catalogues.items()}
+    benign = {app: [c for c in cat if not c.faulty and c.id not in triggers[app]]
+              for app, cat in scenario.catalogues.items()}
     targets = Targets({f"worker-{z.split('-')[-1]}{i + 1}": z for z in spec.topology.zones
                        for i in range(spec.topology.nodes_per_zone)}, tuple(scenario.apps))
     busy_until: dict[tuple[str, str], datetime] = {}  # (app, change), ("node", name), ("zone", name)… -> end of its last use
     families, fam_weights = _weights(cfg.families)
 
     faults: list[Fault] = []
+    owed: dict[str, int] = {}  # family -> draws it could not take (see below)
+    # The run's family mix is the calibrated one (largest remainders of n × weight), in a seeded
+    # order: a run of 60 faults drawn one by one would stray by ±6 points from it.
+    draws = _quota(families, fam_weights, len(arrivals))
+    rng.shuffle(draws)
     for at in arrivals:
         minutes = math.exp(rng.gauss(cfg.duration_ln_minutes_mu, cfg.duration_ln_minutes_sigma))
         seconds = min(max(minutes * 60, cfg.duration_min), cfg.duration_max)
         until = min(at + timedelta(seconds=_snap(seconds, spec.tick)), end)
-        family = rng.choices(families, fam_weights)[0]
-        picked = _pick(family, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
+        family = draws.pop()
+        picked = None
+        # A family drawn when none of its targets was free is owed: it takes the place of a later
+        # draw of a family that stood in for it, as soon as it can. Node and zone faults keep to
+        # one zone at a time and are often blocked; without this their share falls well below
+        # the calibrated one and the stand-in (the first family in order) takes it.
+        if owed and family == families[0]:
+            for debtor in sorted(owed):
+                picked = _pick(debtor, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
+                if picked is not None:
+                    owed[debtor] -= 1
+                    if not owed[debtor]:
+                        del owed[debtor]
+                    break
+        if picked is None:
+            picked = _pick(family, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
         if picked is None:  # nothing of that family is free: fall back to any family that is
             for other in families:
                 picked = _pick(other, rng, cfg.code_share_of_changes, faulty, targets, registry, busy_until, at)
                 if picked is not None:
+                    if other == families[0] and family != other:
+                        owed[family] = owed.get(family, 0) + 1
                     break
         if picked is None:
             continue
@@ -112,6 +138,17 @@ def generate(scenario: Scenario, registry: dict[str, FaultKind], seed: int, star
         planned.append(PlannedChange(start + timedelta(seconds=_snap(offset, spec.tick)), app, change_id))
     planned.sort(key=lambda c: (c.at, c.app, c.change))
     return Schedule(seed, faults, planned)
+
+
+def _quota(keys: list[str], weights: list[float], n: int) -> list[str]:
+    """``n`` draws of ``keys`` in proportion to ``weights`` (largest remainders), in key order."""
+    total = sum(weights) or 1.0
+    exact = [n * w / total for w in weights]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(keys)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in by_remainder[: n - sum(counts)]:
+        counts[i] += 1
+    return [k for k, c in zip(keys, counts) for _ in range(c)]
 
 
 def _snap(seconds: float, tick: float) -> float:
@@ -261,6 +298,13 @@ def _external_outage(rng: random.Random, targets: Targets, free: Free) -> Choice
     return ns, {"external": name}, [("external", name)]
 
 
+def _dns_degraded(rng: random.Random, targets: Targets, free: Free) -> Choice:
+    """Cluster-wide: one at a time."""
+    if not free(("dns", "cluster")):
+        return None
+    return "cluster", {"share": rng.choice([0.02, 0.03, 0.05])}, [("dns", "cluster")]
+
+
 def _traffic_surge(rng: random.Random, targets: Targets, free: Free) -> Choice:
     pool = [app.namespace for app in targets.apps if free(("surge", app.namespace))]
     if not pool:
@@ -282,4 +326,5 @@ _CHOOSERS: dict[str, Callable[[random.Random, Targets, Free], Choice]] = {
     "dependency-credential-expired": _datastore_kind(True, lambda rng: {}, "datastore"),
     "dependency-external-outage": _external_outage,
     "traffic-surge": _traffic_surge,
+    "dependency-dns-degraded": _dns_degraded,
 }

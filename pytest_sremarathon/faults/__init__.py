@@ -8,7 +8,7 @@ from typing import Optional
 
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
-from .dependency import CredentialRotated, DnsZone, ExternalOutage, SlowDatastore
+from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
 from .infrastructure import (
     CpuNoisyNeighbour,
     DiskPressure,
@@ -21,7 +21,7 @@ from .infrastructure import (
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
-                                              SlowDatastore, ExternalOutage, DnsZone, CredentialRotated,
+                                              SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge)
 

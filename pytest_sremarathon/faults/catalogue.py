@@ -31,6 +31,7 @@ class FaultTag(BaseModel):
     value: Optional[str] = None  # … config-* and manifest-*: the bad value
     object: Optional[str] = None  # manifest-*: "Deployment" or "Service" (named after the service)
     field: Optional[str] = None  # manifest-*: dotted path, e.g. spec.template.spec.containers[0].resources.limits.memory
+    trigger: Optional[str] = None  # manifest-hotfix-undone: the benign change whose routine deploy undoes the hotfix
 
 
 class CuratedChange(BaseModel):

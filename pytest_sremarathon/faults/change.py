@@ -15,7 +15,11 @@ earlier good ref, or an equivalent hand fix does.
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
 
@@ -297,6 +301,78 @@ class CodeContractBreak(CodeFault):
         return {(ns, s) for s in world.apps[ns].callers_of(service)}
 
 
+
+class CodeDependencyBump(CodeFault):
+    """A routine-looking bump of a pinned third-party library (``requirements.txt`` and the
+    vendored source together, as a dependency bot opens it) whose new major version changes a
+    default the service relied on (``signature``: the new default, in the vendored module).
+    The unit tests pass: they never take the path that depends on the old default.
+
+    Effects: the requests that reach the library with the old assumption fail with the library's
+    own exception (a traceback ending in the vendored module in the service's pod logs) or are
+    misread: in the shop the storefront's cart page (``TypeError: moneyparse refuses float
+    amount``), in the hotel the rate quotes of dates a day-first parser reads as another month
+    ("check-out … is not after check-in", "stays are limited to … nights"), so only some dates
+    fail. ServiceHighErrorRate on the service and its callers. Nothing in the service's own code
+    changed, and benign dependency bumps ship around it; restarting changes nothing.
+    Repair: revert the bump through the pipeline (or pin the old version back)."""
+
+    name = "code-dependency-bump"
+    description = "a dependency version bump changes a default the service relied on"
+    repair = "revert the bump through the pipeline (or pin the old version back)"
+
+
+
+class CodeSchemaMigration(CodeFault):
+    """A code change writes its records in a new shape (``{"schema": 2, "posts": [...]}`` where
+    a list was) and reads only the new one: no expand-then-contract.
+
+    Effects: during the rollout the old pods fail on the records the new pods wrote (``TypeError:
+    string indices must be integers``), and the new pods on every record written before
+    (``TypeError: list indices must be integers or slices, not str``); once rolled out, every
+    read of an old record fails (the service and its callers: ServiceHighErrorRate), while keys
+    first written by the new version work — so a share of the data is now in the new shape.
+    Reverting brings back code that cannot read that share: errors go on after the rollback.
+    Restarting changes nothing. Repair: fix forward — deploy a version that reads both shapes
+    (or revert and repair the records written in the new shape).
+    Mitigated when no active pod runs the faulty reader (its ``signature``), the service has a
+    ready pod, and its error ratio is below 1% (2-minute mean): the data the running code meets
+    is the data it can read."""
+
+    name = "code-schema-migration"
+    description = "a change writes a new record shape that neither old pods nor its own reader of old records handle"
+    repair = "fix forward: deploy a version that reads both shapes (or revert and repair the records in the new shape)"
+    judge = (
+        "no active pod of the service runs the faulty reader, its Service routes to a ready pod, "
+        "and its error ratio is below 1% (2-minute mean)"
+    )
+    MAX_ERROR_RATIO = 0.01
+
+    def mitigated(self, world: World, fault: Fault) -> bool:
+        if not super().mitigated(world, fault):
+            return False
+        # Its Service must route to it: emptying the endpoints would move the failures into
+        # the callers and leave the service's own numbers clean.
+        ep = world.cluster.store.get("Endpoints", fault.app, self.tag(world, fault).service) or {}
+        if not any(sub.get("addresses") for sub in ep.get("subsets") or []):
+            return False
+        # The service's own failures, not its callers': they only pass its errors on, and a
+        # caller with little traffic keeps an old failure share in its estimate for long.
+        window = world.cluster.metrics.window(fault.app, self.tag(world, fault).service, "error_ratio", 4)
+        return not window or sum(window) / len(window) < self.MAX_ERROR_RATIO
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The service's template and pods (the code that reads), and the pods of the datastores
+        it calls (a repair of the records, or their loss, comes through them)."""
+        tag = self.tag(world, fault)
+        app = world.apps[fault.app]
+        out = workload_evidence(world, fault.app, tag.service, replicas=False)
+        for ds in app.services[tag.service].calls:
+            if app.services[ds].datastore is not None:
+                out += workload_evidence(world, fault.app, ds, replicas=False)
+        return out
+
+
 # -- configuration ------------------------------------------------------------------------------
 class ConfigFault(ChangeFault):
     """A bad configuration value (``key``/``value``; ``value: null`` means the key was removed)
@@ -385,6 +461,56 @@ class ConfigEnvRemoved(ConfigFault):
 
     name = "config-env-removed"
     description = "a configuration key the code needs was removed"
+
+
+
+def _rolled_out(value: Any) -> bool:
+    """Does a percentage flag's value enable its path for anyone? Absent or a share ≤ 0 is off;
+    anything else (a share above zero, a value the code cannot parse) is not."""
+    if value is MISSING or value is None:
+        return False
+    try:
+        return float(str(value)) > 0
+    except ValueError:
+        return True
+
+
+class ConfigPercentageRollout(ConfigFault):
+    """A percentage feature flag (``key``, the share of users in percent) rolled out to a share
+    of the users (``value``), enabling a code path that is broken: it shipped dark and was never
+    exercised.
+
+    Effects: the requests of the users in the rollout fail on that path (HTTP 500 with a
+    traceback in the service's pod logs) and no one else's: a *partial* error ratio on the
+    service and its callers (ServiceHighErrorRate), steady per user, that no pod, node or zone
+    explains. Restarting or scaling changes nothing; turning the rollout down (10% instead of
+    50%) only shrinks the share. Repair: revert the change, or set the share to 0 (through the
+    pipeline, or in the ConfigMap followed by a rollout restart)."""
+
+    name = "config-percentage-rollout"
+    description = "a percentage feature-flag rollout enables a broken path for a share of users"
+    repair = (
+        "revert the change, or set the rollout share to 0 (through the pipeline, or in the "
+        "ConfigMap followed by a rollout restart)"
+    )
+    judge = (
+        "no running pod of the service has the flag rolled out to a share above 0, and the "
+        "service has a ready pod"
+    )
+
+    def live(self, world: World, fault: Fault) -> bool:
+        key, _ = self._key(world, fault)
+        return any(_rolled_out(config.get(key, MISSING))
+                   for config in _running_configs(world, fault.app, self.tag(world, fault).service))
+
+    def in_head(self, world: World, fault: Fault) -> bool:
+        key, _ = self._key(world, fault)
+        text = world.pipelines.head_file(fault.app, f"config/{self.tag(world, fault).service}.yaml")
+        try:
+            data = yamlio.load(text) or {}
+        except yaml.YAMLError:
+            return True
+        return _rolled_out(data.get(key, MISSING) if isinstance(data, dict) else MISSING)
 
 
 # -- manifests ----------------------------------------------------------------------------------
@@ -534,9 +660,184 @@ class ManifestZoneAffinity(ManifestFault):
     repair = "revert the change (or drop the affinity in the manifest and redeploy)"
 
 
+
+class ManifestImageTag(ManifestFault):
+    """The Deployment's image is pinned to a tag that was never built or pushed (a release tag
+    typed by hand, a tag from another branch).
+
+    Effects: the new pods cannot pull their image (``ErrImagePull``, then ``ImagePullBackOff``;
+    "Failed to pull image … not found" events) and never start, so the rollout stalls at the
+    surge pod (KubePodCrashLooping on the waiting pod, KubeDeploymentRolloutStuck after the
+    progress deadline); the old pods keep serving, so users notice nothing until they go.
+    Deleting the pods, or retagging the image with another guessed tag, changes nothing.
+    Repair: revert the change (or ``kubectl rollout undo``, or set an image that exists)."""
+
+    name = "manifest-image-tag"
+    description = "a Deployment's image pinned to a tag that does not exist"
+    repair = "revert the change (or `kubectl rollout undo`, or set an image that exists)"
+    judge = (
+        "no live template or active pod of the service names the bad tag or any other image "
+        "that cannot be pulled, and the service has a ready pod"
+    )
+
+    def live(self, world: World, fault: Fault) -> bool:
+        """The bad tag, or any image the registry does not hold: replacing the bad tag with
+        another tag that does not exist is not a repair."""
+        return super().live(world, fault) or self._unpullable(world, fault)
+
+    def _unpullable(self, world: World, fault: Fault) -> bool:
+        name = self.tag(world, fault).service
+        artifacts = world.cluster.artifacts
+        own = f"{fault.app}/"  # the app's own images (stock datastore images are not built here)
+
+        def bad(containers: list[dict[str, Any]]) -> bool:
+            return any(c.get("image", "").startswith(own) and artifacts.by_image(c["image"]) is None
+                       for c in containers)
+
+        dep = world.cluster.store.get("Deployment", fault.app, name)
+        if dep is not None and bad(dep["spec"]["template"]["spec"].get("containers") or []):
+            return True
+        return any(bad(p["spec"].get("containers") or []) for p in _pods(world, fault.app, name))
+
+
+
+
+@functools.lru_cache(maxsize=128)
+def _manifest_docs(text: str) -> tuple[Any, ...]:
+    """A manifest file's documents, parsed once per distinct content (the judge reads the
+    deployed revision every tick while the fault is active). Read only."""
+    try:
+        return tuple(yamlio.load_all(text))
+    except yaml.YAMLError:
+        return ()
+
+
+@dataclass
+class _Hotfix:
+    """Where a hotfix-undone fault is in its story (kept by the kind, per fault)."""
+
+    good: Any  # the field's value before the bad change, what the human puts back live
+    phase: str = "deploying"  # deploying -> hotfixed -> triggered
+    trigger_at: Optional[datetime] = None
+    trigger_change: Optional[str] = None
+
+
+class ManifestHotfixUndone(ManifestFault):
+    """A bad value in a Deployment manifest (``object``/``field``/``value``, as for the other
+    manifest kinds) that a human fixed *live*, outside the pipeline: the change is deployed and
+    the on-call engineer patches the live Deployment back at once (``kubectl set resources``;
+    the change-cause annotation says so) but never fixes the repository. The pipeline applies
+    only what a deploy changes, so the live fix holds — until the next routine change of the
+    service (``trigger``, a benign curated change, shipped ``TRIGGER_DELAY`` later) re-renders
+    the Deployment from the repository and silently brings the bad value back. The fault is
+    active from that rollout on; its root cause is the earlier change (``change:<id>``), not the
+    routine one that re-applied it.
+
+    Effects: as for the bad value itself (a memory limit below the working set: the new pods are
+    OOM-killed as they warm up, KubeContainerOOMKilled, KubePodCrashLooping, the rollout stalls),
+    starting right after an innocuous deploy. Rolling the routine change back re-applies the same
+    bad value; repeating the human's kubectl fix holds only until the next deploy and does not
+    count. Repair: put the fix in the repository (revert the earlier change, or commit the good
+    value) and deploy it."""
+
+    name = "manifest-hotfix-undone"
+    description = "a live hotfix made outside the pipeline, silently undone by the next routine deploy"
+    arrives = (
+        "a curated change deployed through the pipeline and hot-fixed live at once by a human "
+        "(kubectl, not the repository); the next routine deploy of the service re-applies it"
+    )
+    repair = "put the fix in the repository (revert the earlier change, or commit the good value) and deploy it"
+    judge = (
+        "the live Deployment and every active pod are free of the bad value, the deployed "
+        "revision of the manifest no longer carries it (a kubectl fix alone does not count), and "
+        "the service has a ready pod"
+    )
+
+    #: How long after the hotfix the service's next routine change ships.
+    TRIGGER_DELAY = timedelta(minutes=20)
+    HOTFIX_CAUSE = "hotfix by on-call: {field} back to {good} (live only; repository to follow)"
+
+    def __init__(self) -> None:
+        self._story: dict[str, _Hotfix] = {}
+
+    def inject(self, world: World, fault: Fault) -> None:
+        _, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get("Deployment", fault.app, name)
+        self._story[fault.id] = _Hotfix(good=copy.deepcopy(resolve(live, path)) if live is not None else MISSING)
+        super().inject(world, fault)
+
+    def active(self, world: World, fault: Fault) -> bool:
+        """Drives the story, called every tick until the fault is active (after the pipeline
+        applied what landed, before the controllers act): the bad change lands and is
+        hot-fixed in the same moment (no pod ever runs it), the routine change ships a while
+        later, and its rollout — or any other deploy that re-applies the Deployment — makes the
+        fault active."""
+        story = self._story.get(fault.id)
+        if story is None:
+            return False
+        now = world.cluster.store.clock()
+        if story.phase == "deploying":
+            if world.pipelines.is_deployed(fault.app, fault.change):
+                self._hotfix(world, fault, story)
+                story.phase, story.trigger_at = "hotfixed", now + self.TRIGGER_DELAY
+            return False
+        if self._bad_live(world, fault):
+            return True  # a deploy re-applied the repository's value
+        if story.phase == "hotfixed" and story.trigger_at is not None and now >= story.trigger_at:
+            story.phase = "triggered"
+            trigger = self.tag(world, fault).trigger
+            if trigger:
+                curated = world.curated(fault.app, trigger)
+                try:
+                    change = world.pipelines.commit_edits(fault.app, [(e.file, e.find, e.replace) for e in curated.edits],
+                                                          curated.message, curated.author)
+                except PipelineError:
+                    return False  # someone changed those lines meanwhile; the next deploy will do
+                story.trigger_change = change.id
+                world.pipelines.deploy(fault.app, "HEAD", "orchestrator")
+        return False
+
+    def _hotfix(self, world: World, fault: Fault, story: _Hotfix) -> None:
+        _, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get("Deployment", fault.app, name)
+        if live is None or story.good is MISSING:
+            return
+        fixed = copy.deepcopy(live)
+        parent = resolve(fixed, path[:-1])
+        if not isinstance(parent, (dict, list)):
+            return
+        parent[path[-1]] = copy.deepcopy(story.good)
+        annotations = fixed["metadata"].setdefault("annotations", {})
+        annotations["kubernetes.io/change-cause"] = self.HOTFIX_CAUSE.format(
+            field=self.tag(world, fault).field, good=story.good)
+        world.cluster.store.replace(fixed, check_rv=False)
+
+    def _bad_live(self, world: World, fault: Fault) -> bool:
+        return super().live(world, fault)
+
+    def _bad_deployed(self, world: World, fault: Fault) -> bool:
+        """Does the revision the pipeline last deployed still carry the bad value? (What the
+        next deploy of the service would apply again.)"""
+        kind, name, path, bad = self._target(world, fault)
+        for rel in sorted(f for f in world.pipelines.deployed_files(fault.app) if f.startswith("manifests/")):
+            for doc in _manifest_docs(world.pipelines.deployed_file(fault.app, rel)):
+                if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
+                    return _matches(resolve(doc, path), bad)
+        return False
+
+    def live(self, world: World, fault: Fault) -> bool:
+        return self._bad_live(world, fault) or self._bad_deployed(world, fault)
+
+    def cleanup(self, world: World, fault: Fault) -> None:
+        self._story.pop(fault.id, None)
+        super().cleanup(world, fault)
+
+
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
+    CodeDependencyBump, CodeSchemaMigration,
     ConfigBadTimeout, ConfigWrongEndpoint, ConfigFeatureFlag, ConfigPoolSize, ConfigEnvRemoved,
+    ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
-    ManifestZoneAffinity,
+    ManifestZoneAffinity, ManifestImageTag, ManifestHotfixUndone,
 )

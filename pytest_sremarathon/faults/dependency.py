@@ -14,6 +14,7 @@ import hashlib
 from typing import Any, Optional
 
 from ..cluster import RunningContainer
+from ..k8s.objects import serial_resolver
 from ..provenance import EvidenceRef
 from ..runtime.code import password_key
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
@@ -219,6 +220,65 @@ class DnsZone(FaultKind):
         world.cluster.network.dns_broken_zones.discard(fault.params["zone"])
         for n in zone_nodes(world, fault.params["zone"]):
             uncordon(world, n)
+
+
+
+class DnsDegraded(FaultKind):
+    """A share of the cluster's DNS lookups is lost, in every zone (``share``): the kernel's
+    conntrack races on the A and AAAA queries glibc sends in parallel over one UDP socket, drops
+    one of them, and the resolver asks again only after its 5 s timeout — past the deadline of
+    most calls. Distinct from the zone DNS outage: no zone, node or service is worse than another.
+
+    Effects: every service that calls another fails a small share of its downstream calls with
+    "dial tcp: lookup cart.shop.svc.cluster.local on 10.96.0.10:53: read udp: i/o timeout" after
+    waiting its whole deadline; a partial error ratio (ServiceHighErrorRate) on callers in every
+    app and zone at once, while the services called look healthy. Restarting or scaling the
+    callers, or draining a zone, changes nothing.
+    Repair: make the callers' resolvers query one at a time — ``dnsConfig: {options: [{name:
+    single-request-reopen}]}`` (or ``use-vc``) in the calling deployments' pod templates, through
+    the pipeline or ``kubectl patch``, so that their pods are recreated with it.
+    Mitigated when every active pod of every calling service has such an option and those
+    services have a ready pod. Cleanup: the race stops (a kernel fix on the nodes)."""
+
+    name = "dependency-dns-degraded"
+    family = "dependency"
+    description = "a share of DNS lookups times out cluster-wide (conntrack race of parallel queries)"
+    component_form = "service:kube-system/kube-dns"
+    repair = (
+        "set dnsConfig option single-request-reopen (or use-vc) in the calling deployments' pod "
+        "templates (pipeline or kubectl patch), so their pods are recreated with it"
+    )
+    judge = (
+        "every active pod of every service that calls another has a serial-resolver dnsConfig "
+        "option, and those services have a ready pod"
+    )
+
+    def inject(self, world: World, fault: Fault) -> None:
+        share = float(fault.params.get("share", 0.03))
+        for ns in world.apps:
+            world.cluster.network.dns_race_share[ns] = share
+        fault.component = "service:kube-system/kube-dns"
+        fault.description = f"{share:.0%} of DNS lookups time out cluster-wide (conntrack race)"
+        fault.impact = {key for ns, svc in self._callers(world) for key in self.symptoms_from(world, ns, svc)}
+
+    @staticmethod
+    def _callers(world: World) -> set[tuple[str, str]]:
+        """Services whose pods resolve the names of other services (externals are resolved
+        by the upstream resolvers, over TCP: not raced)."""
+        return {(ns, s) for ns, app in world.apps.items() for s, spec in app.services.items() if spec.calls}
+
+    def mitigated(self, world: World, fault: Fault) -> bool:
+        callers = self._callers(world)
+        if any((ns, svc) in callers and not serial_resolver(pod["spec"]) for ns, svc, pod in app_pods(world)):
+            return False
+        return services_have_ready_pods(world, callers)
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        return [r for ns, svc in sorted(self._callers(world)) for r in workload_evidence(world, ns, svc, replicas=False)]
+
+    def cleanup(self, world: World, fault: Fault) -> None:
+        for ns in world.apps:
+            world.cluster.network.dns_race_share.pop(ns, None)
 
 
 def datastore_credential(world: World, ns: str, ds: str) -> Optional[tuple[str, str, str]]:

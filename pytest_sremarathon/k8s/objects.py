@@ -166,3 +166,14 @@ class EventRecorder:
                 self.store.delete("Event", ev["metadata"]["namespace"], ev["metadata"]["name"])
         self._index = {k: v for k, v in self._index.items()
                        if self.store.get("Event", k[0], v["metadata"]["name"]) is v}
+
+
+#: ``dnsConfig`` options that make glibc's resolver send its A and AAAA queries one after the
+#: other (or over TCP), so the conntrack race of parallel UDP queries cannot drop one.
+SERIAL_RESOLVER_OPTIONS = frozenset({"single-request-reopen", "single-request", "use-vc"})
+
+
+def serial_resolver(pod_spec: dict[str, Any]) -> bool:
+    """Does a pod's resolver avoid the parallel-query conntrack race (its ``dnsConfig``)?"""
+    options = (pod_spec.get("dnsConfig") or {}).get("options") or []
+    return any(isinstance(o, dict) and o.get("name") in SERIAL_RESOLVER_OPTIONS for o in options)

@@ -195,6 +195,7 @@ class KubeNetwork:
         self.zone_latency_ms = _Knob(self._latency, self._latency_off)
         self.dns_broken_zones = _KnobSet(self._dns, self._dns_off)
         self.externals_down = _KnobSet(_refuse("a third-party API outage"), _allow)
+        self.dns_race_share = _Knob(_refuse("a DNS conntrack race"), _allow)
         self.pod_delay_ms = _Knob(_refuse("a slow datastore"), _allow)
         self.node_cpu_noise = _Knob(_refuse("a noisy neighbour stealing node CPU"), _allow)
         self.cpu_overload_timeouts = False  # on a real cluster, overload is real

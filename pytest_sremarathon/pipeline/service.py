@@ -431,6 +431,10 @@ class Pipelines:
     def deployed_file(self, app: str, path: str) -> str:
         return self._get(app).deployed_files.get(path, "")
 
+    def deployed_files(self, app: str) -> list[str]:
+        """The paths of the revision last deployed."""
+        return sorted(self._get(app).deployed_files)
+
     # -- internals -------------------------------------------------------------------------
     def _author(self, actor: Actor) -> Author:
         return Author("sre-agent", "sre-agent@sremarathon.local") if actor == "agent" else \

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from .counts import Groups, log_sample
@@ -52,6 +53,7 @@ class Network:
     node_cpu_noise: dict[str, float] = field(default_factory=dict)  # millicores stolen by neighbours
     pod_delay_ms: dict[str, float] = field(default_factory=dict)  # pod uid -> added to every request it serves
     externals_down: set[str] = field(default_factory=set)  # third-party APIs answering 503
+    dns_race_share: dict[str, float] = field(default_factory=dict)  # namespace -> share of lookups lost (conntrack race)
     # When on, a pod whose CPU demand passes its limit cannot serve the excess: that share of
     # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
     cpu_overload_timeouts: bool = False
@@ -343,6 +345,13 @@ class TrafficEngine:
         assert self.kubelet is not None
         return self.kubelet.by_name.get((ctx.app, ctx.pod))
 
+    def _dns_race(self, ns: str, container: Optional[Container]) -> bool:
+        """Does this lookup lose an answer to the conntrack race? Never from a pod whose
+        resolver queries one at a time; a draw only while the knob is on."""
+        pod = self.store.get("Pod", ns, container.pod_name) if container is not None else None
+        return pod is not None and not serial_resolver(pod["spec"]) and \
+            self._rng.random() < self.network.dns_race_share.get(ns, 0.0)
+
     def _component(self, ns: str, service: str) -> str:
         return f"service:{ns}/{service}"
 
@@ -354,6 +363,12 @@ class TrafficEngine:
             caller.downstream_ms += DNS_TIMEOUT_MS
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
                                              "read udp: i/o timeout", origin=f"zone:{ctx.zone}")
+        if network.dns_race_share and ctx.service != INGRESS and self._dns_race(ns, caller.container):
+            # the lost answer is asked again after the resolver's timeout, past most deadlines
+            caller.downstream_ms += min(timeout_ms, DNS_TIMEOUT_MS)
+            if timeout_ms <= DNS_TIMEOUT_MS:
+                raise ServiceError(service, 504, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
+                                                 "read udp: i/o timeout", origin="service:kube-system/kube-dns")
         ep = self._endpoints.get((ns, service))
         if ep is None:  # the caller names a host that does not exist: the caller is misconfigured
             caller.downstream_ms += 2.0

@@ -42,7 +42,7 @@ from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
-from pytest_sremarathon.k8s.objects import pod_is_ready
+from pytest_sremarathon.k8s.objects import condition, pod_is_ready
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import Author, GitRepo
 from pytest_sremarathon.pipeline.service import PipelineError, apply_edit
@@ -156,6 +156,29 @@ def _unready_new_pod(service: str) -> Callable[[TwinWorld, Evidence], bool]:
     return check
 
 
+def _image_pull_stalled(service: str) -> Callable[[TwinWorld, Evidence], bool]:
+    """A new pod waits on its image (ErrImagePull/ImagePullBackOff, a "Failed to pull image"
+    event), the old pods still serve, and the rollout is past its progress deadline."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        waiting = [p for p in w.pods(service) for cs in p["status"].get("containerStatuses") or []
+                   if (cs.get("state", {}).get("waiting") or {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")]
+        pulls = [ev for ev in w.store.list("Event", w.ns) if ev["reason"] == "Failed"
+                 and "Failed to pull image" in ev["message"]
+                 and any(ev["involvedObject"]["name"] == p["metadata"]["name"] for p in waiting)]
+        dep = w.store.get("Deployment", w.ns, service) or {}
+        stuck = (condition(dep, "Progressing") or {}).get("reason") == "ProgressDeadlineExceeded"
+        return bool(waiting) and bool(pulls) and any(pod_is_ready(p) for p in w.pods(service)) and stuck
+    return check
+
+
+def _partial_errors(service: str, low: float, high: float) -> Callable[[TwinWorld, Evidence], bool]:
+    """The service fails a share of its requests, between ``low`` and ``high`` (2-minute mean)."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        ratio = sum(w.metric(service, "error_ratio", 4)) / 4
+        return low < ratio < high
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -204,6 +227,14 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "email-pause-workers": Expect({(ERR, "email"), (ERR, "checkout")}, check=_no_pods("email"),
                                   why="email scaled to zero"),
     "frontend-near-cdn-edge": Expect(check=_single_zone("frontend", 3), why="every frontend replica in one zone"),
+    "deps-moneyparse-2-0": Expect({(ERR, "frontend")}, {"frontend": "moneyparse refuses float amount"},
+                                  why="moneyparse 2 refuses the float cart total of every cart page"),
+    "ad-cap-memory": Expect({(OOM, "ad"), (CRASH, "ad")}, why="the new ad pods are OOM-killed at start"),
+    "cart-saved-for-later-half": Expect({(ERR, "cart")}, {"cart": "TypeError: the JSON object must be str"},
+                                        check=_partial_errors("cart", 0.05, 0.4),
+                                        why="add_item fails for the half of the shoppers in the rollout"),
+    "payment-pin-release-image": Expect({(CRASH, "payment")}, check=_image_pull_stalled("payment"), max_ticks=40,
+                                        why="the new pod cannot pull shop/payment:2.4.0; the rollout stalls"),
 }
 
 SHOP_CATALOGUE = load_catalogue(SHOP)
@@ -307,7 +338,7 @@ def _internals_change_kinds() -> set[str]:
 
 def test_every_documented_change_kind_is_registered_with_its_family() -> None:
     documented = _internals_change_kinds()
-    assert len(documented) == 17
+    assert len(documented) == len(CHANGE_KINDS)
     assert documented == {k.name for k in CHANGE_KINDS}
     for name in documented:
         assert name in REGISTRY and REGISTRY[name].family == "change"
@@ -320,8 +351,16 @@ def test_kind_documents_effects_and_repair(kind: type[ChangeFault]) -> None:
     assert kind.description
 
 
+# Kinds curated in another app only, and why (each has its own test below).
+NOT_IN_SHOP = {"code-schema-migration": "a layout change needs a datastore record its own code reads and writes; "
+                                        "the shop's cart lines are taken by other changes (social's post-storage has it)"}
+
+
 @pytest.mark.parametrize("kind", CHANGE_KINDS, ids=lambda k: k.name)
 def test_every_change_kind_has_a_faulty_shop_change(kind: type[ChangeFault]) -> None:
+    if kind.name in NOT_IN_SHOP:
+        assert any(c.fault and c.fault.kind == kind.name for root in _app_dirs() for c in load_catalogue(root))
+        return
     assert any(c.fault and c.fault.kind == kind.name for c in SHOP_FAULTY)
 
 
@@ -451,7 +490,9 @@ def _base_doc(kind: str, name: str) -> dict[str, Any]:
     raise AssertionError(f"no {kind}/{name} in the shop's manifests")
 
 
-MANIFEST_FAULTS = [c for c in SHOP_FAULTY if c.fault and isinstance(REGISTRY[c.fault.kind], ManifestFault)]
+# (A hotfix-undone fault is the opposite case: a live fix is exactly what does not count.)
+MANIFEST_FAULTS = [c for c in SHOP_FAULTY if c.fault and isinstance(REGISTRY[c.fault.kind], ManifestFault)
+                   and c.fault.kind != "manifest-hotfix-undone"]
 
 
 @pytest.mark.parametrize("change", MANIFEST_FAULTS, ids=lambda c: f"{c.fault.kind}:{c.id}")
@@ -465,7 +506,13 @@ def test_manifest_fault_fixed_on_the_live_object(change: CuratedChange, tmp_path
     tag = change.fault
     assert tag is not None and tag.object and tag.field
     live = copy.deepcopy(world.store.get(tag.object, "shop", tag.service))
-    _hand_fix(live, _base_doc(tag.object, tag.service), parse_path(tag.field))
+    if tag.kind == "manifest-image-tag":
+        # the manifest names the unpinned image the pipeline pins at build time: the hand fix
+        # is `kubectl set image` to the digest the old pods still run
+        running = next(p for p in world.pods(tag.service) if pod_is_ready(p))
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = running["spec"]["containers"][0]["image"]
+    else:
+        _hand_fix(live, _base_doc(tag.object, tag.service), parse_path(tag.field))
     world.store.replace(live, check_rv=False)
     _until_mitigated(world, kind, fault)
     _hold(world, kind, fault, True, 4, "after the hand fix")
@@ -592,3 +639,269 @@ def test_faulty_changes_revert_under_later_changes_and_reapply(root: Path, tmp_p
                 edited = apply_edit(target.read_text(), e.find, e.replace)
                 assert edited is not None, f"{change.id} does not re-apply after its revert"
                 target.write_text(edited)
+
+
+# -- manifest-image-tag: the judge asks for an image that pulls, not just another tag ------------
+def _set_image(world: TwinWorld, service: str, image: str) -> None:
+    """``kubectl set image deployment/<service> <service>=<image>``."""
+    dep = copy.deepcopy(world.store.get("Deployment", world.ns, service))
+    dep["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    world.store.replace(dep, check_rv=False)
+
+
+def test_image_tag_retagged_to_another_missing_tag_is_no_repair(tmp_path: Path) -> None:
+    """The tempting wrong fix: "2.4.0 is not there, try 2.4.1". The bad value is gone from the
+    live object, but the new pods still cannot pull; only an image the registry holds (a
+    revert, ``rollout undo``, the digest the old pods run) mitigates, and it is the agent's."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    kind, fault = _inject(world, world.catalogue["payment-pin-release-image"])
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS["payment-pin-release-image"])
+    good = next(p for p in world.pods("payment") if pod_is_ready(p))["spec"]["containers"][0]["image"]
+    _set_image(world, "payment", "shop/payment:2.4.1")
+    _hold(world, kind, fault, False, 6, "after retagging to another missing tag")
+    assert {(p["spec"]["containers"][0]["image"]) for p in world.pods("payment")} >= {"shop/payment:2.4.1"}
+    _set_image(world, "payment", good)  # kubectl rollout undo, in effect
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 4, "after setting the image the old pods run")
+    refs = {(r.kind, r.name, r.aspect) for r in kind.evidence(world, fault)}
+    assert ("Deployment", "payment", "template") in refs and ("Deployment", "payment", "replicas") not in refs
+
+
+def _other_app_world(app: str, tmp_path: Path) -> TwinWorld:
+    world = TwinWorld(tmp_path, APPS / app)
+    world.tick(4)
+    for _ in range(10):
+        if world.all_ready():
+            break
+        world.tick()
+    assert world.all_ready(), f"{app} did not come up"
+    world.cluster.scraper.model.reset()
+    world.tick(4)
+    return world
+
+
+def _effect_then_revert(world: TwinWorld, change_id: str, shown: Callable[[TwinWorld, Evidence], bool],
+                        max_ticks: int = 40) -> None:
+    """Inject ``change_id``, run until ``shown`` holds (never mitigated meanwhile), revert it
+    through the pipeline: mitigated."""
+    kind, fault = _inject(world, world.catalogue[change_id])
+    assert fault.component == f"service:{world.ns}/{_service(world.catalogue[change_id])}"
+    for _ in range(max_ticks):
+        world.tick()
+        assert not kind.mitigated(world, fault)
+        if shown(world, Evidence()):
+            break
+    else:
+        pytest.fail(f"{world.ns}/{change_id}: its documented effect did not show")
+    world.pipelines.revert(world.ns, fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 4, "after the revert")
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "search-pin-release-image"), ("social", "text-pin-release-image")],
+                         ids=lambda a: a[0])
+def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
+    """Every app's image-tag change stalls its rollout on a pull failure, and its revert repairs it."""
+    app, change_id = app_id
+    world = _other_app_world(app, tmp_path)
+    _effect_then_revert(world, change_id, _image_pull_stalled(_service(world.catalogue[change_id])))
+
+
+# -- config-percentage-rollout: turning the share down is no repair --------------------------------
+def _set_config(world: TwinWorld, service: str, key: str, value: str) -> None:
+    """``kubectl edit configmap <service>-config`` then ``kubectl rollout restart``."""
+    cm = copy.deepcopy(world.store.get("ConfigMap", world.ns, f"{service}-config"))
+    cm["data"][key] = value
+    world.store.replace(cm, check_rv=False)
+    dep = copy.deepcopy(world.store.get("Deployment", world.ns, service))
+    annotations = dep["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})
+    annotations["kubectl.kubernetes.io/restartedAt"] = str(world.ticks)
+    world.store.replace(dep, check_rv=False)
+
+
+def test_percentage_rollout_turned_down_is_no_repair(tmp_path: Path) -> None:
+    """10% instead of 50% shrinks the failing share but leaves the broken path live: not
+    mitigated; 0% (a live fix: the ConfigMap and a rollout restart) is."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    change = world.catalogue["cart-saved-for-later-half"]
+    kind, fault = _inject(world, change)
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS[change.id])
+    world.tick(4)
+    before = sum(world.metric("cart", "error_ratio", 4)) / 4
+    _set_config(world, "cart", "SAVED_FOR_LATER_PERCENT", "10")
+    _hold(world, kind, fault, False, 12, "after turning the rollout down to 10%")
+    after = sum(world.metric("cart", "error_ratio", 4)) / 4
+    assert 0 < after < before, f"a smaller rollout fails a smaller share ({before:.3f} -> {after:.3f})"
+    assert "TypeError" in world.logs("cart")
+    _set_config(world, "cart", "SAVED_FOR_LATER_PERCENT", "0")
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 6, "after setting the share to 0")
+    assert kind.in_head(world, fault), "a live fix leaves the repository as it was"
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "user-argon2-quarter", "KeyError: 'argon2_salt'"),
+                                    ("social", "user-timeline-pinned-posts", "TypeError: 'NoneType'")],
+                         ids=lambda a: a[0])
+def test_percentage_rollout_in_the_other_apps(app_id: tuple[str, str, str], tmp_path: Path) -> None:
+    """The users in each app's rollout fail on the dark-launched path: a partial error ratio on
+    the service, the traceback in its logs; the revert repairs it."""
+    app, change_id, text = app_id
+    world = _other_app_world(app, tmp_path)
+    service = _service(world.catalogue[change_id])
+    partial = _partial_errors(service, 0.05, 0.5)
+    _effect_then_revert(world, change_id, lambda w, e: partial(w, e) and text in w.logs(service)
+                        and (ERR, service) in w.alerting())
+
+
+def test_dependency_bump_in_the_hotel_fails_some_dates(tmp_path: Path) -> None:
+    """dateparse 2 reads 2026-04-09 as the 4th of September: the rate quotes of stays that begin
+    on an ambiguous day fail, the others pass (a partial error ratio tied to the dates asked)."""
+    world = _other_app_world("hotel", tmp_path)
+    partial = _partial_errors("rate", 0.1, 0.8)
+    _effect_then_revert(world, "deps-dateparse-2-0", lambda w, e: partial(w, e) and (ERR, "rate") in w.alerting()
+                        and ("is not after check-in" in w.logs("rate") or "nights" in w.logs("rate")))
+
+
+# -- manifest-hotfix-undone: the story, and why only the repository fix counts --------------------
+def _memory_limit(obj: dict[str, Any]) -> str:
+    return obj["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+
+def _drive_story(world: TwinWorld, change_id: str) -> tuple[ChangeFault, Fault]:
+    """Inject a hotfix-undone fault and tick (asking ``active`` each tick, as the marathon does
+    after the pipeline acted) until the routine deploy has undone the hotfix."""
+    kind, fault = _inject(world, world.catalogue[change_id])
+    fault.injected = False
+    tag = world.catalogue[change_id].fault
+    assert tag is not None and tag.trigger
+    assert not kind.active(world, fault)  # the change landed (builds are instant here): hot-fixed at once
+    dep = world.store.get("Deployment", world.ns, tag.service)
+    assert "hotfix by on-call" in dep["metadata"]["annotations"]["kubernetes.io/change-cause"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] != tag.value
+    routine = world.catalogue[tag.trigger].message
+    for _ in range(60):
+        world.tick()
+        assert all(_memory_limit(p) != tag.value for p in world.pods(tag.service)) or \
+            any(c.message == routine for c in world.pipelines.changes(world.ns)), "no pod runs the bad value before"
+        if kind.active(world, fault):
+            break
+    else:
+        pytest.fail(f"{change_id}: the routine deploy never undid the hotfix")
+    fault.injected = True
+    assert world.pipelines.changes(world.ns)[-1].message == routine, "the routine change shipped the bad value back"
+    return kind, fault
+
+
+def test_hotfix_undone_by_the_next_routine_deploy(tmp_path: Path) -> None:
+    """The bad limit is deployed and hot-fixed live in the same moment; twenty minutes later an
+    unrelated change of ad (its log level) re-renders the Deployment and the 40Mi limit is back.
+    Rolling the routine change back, or repeating the kubectl fix, is no repair; reverting the
+    earlier change through the pipeline is, and it is the agent's."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    kind, fault = _drive_story(world, "ad-cap-memory")
+    assert fault.component == "service:shop/ad" and fault.change == \
+        next(c.id for c in world.pipelines.changes("shop") if c.message.startswith("ad: cap memory"))
+    _run_until_effects(world, kind, fault, ev, SHOP_EFFECTS["ad-cap-memory"])
+
+    # wrong: roll back the routine change that "broke" it (its revert re-applies the same manifest)
+    routine = world.pipelines.changes("shop")[-1]
+    world.pipelines.revert("shop", routine.id, "agent")
+    _hold(world, kind, fault, False, 6, "after rolling back the routine change")
+
+    # wrong: the human's fix again, live only (`kubectl set resources`): the pods recover, the
+    # repository and the deployed revision still say 40Mi, the next deploy would undo it again
+    dep = copy.deepcopy(world.store.get("Deployment", "shop", "ad"))
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "256Mi"
+    world.store.replace(dep, check_rv=False)
+    world.tick(8)
+    assert all(_memory_limit(p) == "256Mi" for p in world.pods("ad")) and world.all_ready()
+    _hold(world, kind, fault, False, 4, "after a live-only fix")
+
+    # the documented repair: the fix goes into the repository and is deployed
+    world.pipelines.revert("shop", fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+    _hold(world, kind, fault, True, 6, "after the revert of the earlier change")
+    refs = {(r.kind, r.name, r.aspect) for r in kind.evidence(world, fault)}
+    assert ("Deployment", "ad", "template") in refs
+
+
+@pytest.mark.parametrize("app_id", [("hotel", "reservation-cap-memory"), ("social", "user-mention-cap-memory")],
+                         ids=lambda a: a[0])
+def test_hotfix_undone_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) -> None:
+    app, change_id = app_id
+    world = _other_app_world(app, tmp_path)
+    service = _service(world.catalogue[change_id])
+    kind, fault = _drive_story(world, change_id)
+    for _ in range(20):
+        world.tick()
+        assert not kind.mitigated(world, fault)
+        if (OOM, service) in world.alerting():
+            break
+    else:
+        pytest.fail(f"{change_id}: the re-applied limit did not OOM-kill the new pods")
+    world.pipelines.revert(app, fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+
+
+@pytest.mark.parametrize("root", _with_changes())
+def test_triggers_are_benign_changes_of_the_same_service(root: Path) -> None:
+    """A hotfix-undone change names as its trigger a benign change of the app that re-renders
+    the same service's Deployment (its config or manifest)."""
+    catalogue = {c.id: c for c in load_catalogue(root)}
+    for change in catalogue.values():
+        if change.fault is None or not change.fault.trigger:
+            continue
+        trigger = catalogue.get(change.fault.trigger)
+        assert trigger is not None and not trigger.faulty, f"{change.id}: trigger {change.fault.trigger} is no benign change"
+        assert change.fault.service in _touched_services(trigger), f"{change.id}: its trigger does not touch the service"
+
+
+# -- code-schema-migration: a rollback does not read what the new version wrote --------------------
+def test_schema_migration_outlives_its_revert_and_is_fixed_forward(tmp_path: Path) -> None:
+    """post-storage's buckets become {"schema": 2, "posts": [...]}. Rolled out, every read of an
+    old bucket fails; reverted, the old code fails on the buckets the new one wrote (the revert
+    is no repair); a version that reads both layouts, deployed on top, is."""
+    world = _other_app_world("social", tmp_path)
+    change = world.catalogue["post-storage-bucket-schema"]
+    kind, fault = _inject(world, change)
+    assert fault.component == "service:social/post-storage"
+    partial = _partial_errors("post-storage", 0.2, 1.01)
+    for _ in range(20):
+        world.tick()
+        assert not kind.mitigated(world, fault)
+        if partial(world, Evidence()) and (ERR, "post-storage") in world.alerting():
+            break
+    else:
+        pytest.fail("reads of the old buckets did not fail")
+    assert "list indices must be integers or slices, not str" in world.logs("post-storage")
+
+    world.pipelines.revert("social", fault.change or "", "agent")  # wrong: the old code meets new buckets
+    _hold(world, kind, fault, False, 12, "after the revert")
+    assert sum(world.metric("post-storage", "error_ratio", 4)) / 4 > 0.05
+    assert "string indices must be integers" in world.logs("post-storage") or \
+        "can only concatenate list" in world.logs("post-storage")
+    assert not kind.live(world, fault), "the faulty reader is gone: what remains is the data it wrote"
+    # wrong, and sly: empty the Service's endpoints so the failures move into the callers
+    svc = copy.deepcopy(world.store.get("Service", "social", "post-storage"))
+    selector = dict(svc["spec"]["selector"])
+    svc["spec"]["selector"] = {**selector, "tier": "hidden"}
+    world.store.replace(svc, check_rv=False)
+    _hold(world, kind, fault, False, 6, "with the Service routing nowhere")
+    svc = copy.deepcopy(world.store.get("Service", "social", "post-storage"))
+    svc["spec"]["selector"] = selector
+    world.store.replace(svc, check_rv=False)
+
+    # the fix forward: the versioned layout again, with a reader of both
+    compat = change.edits[0].replace.replace('return default if bucket is None else bucket["posts"]',
+                                             'return default if bucket is None else '
+                                             '(bucket["posts"] if isinstance(bucket, dict) else bucket)')
+    world.pipelines.commit_edits("social", [(change.edits[0].file, change.edits[0].find, compat)],
+                                 "post-storage: read both bucket layouts", "sre-agent <sre-agent@sremarathon.local>")
+    world.pipelines.deploy("social", "HEAD", "agent")
+    _until_mitigated(world, kind, fault, max_ticks=40)
+    _hold(world, kind, fault, True, 6, "after the fix forward")
+    refs = {(r.kind, r.name) for r in kind.evidence(world, fault)}
+    assert ("Deployment", "post-storage") in refs and ("Deployment", "post-storage-db") in refs

@@ -165,7 +165,7 @@ class Twin(AppTwin):
             assert status.get("availableReplicas", 0) == d["spec"]["replicas"], (d["metadata"]["name"], status)
         assert self.metric("frontend", "error_ratio", 2) < 0.01
         net = self.cluster.network
-        assert not (net.partitions or net.zone_latency_ms or net.dns_broken_zones or net.node_cpu_noise
+        assert not (net.partitions or net.zone_latency_ms or net.dns_broken_zones or net.dns_race_share or net.node_cpu_noise
                     or net.externals_down or self.cluster.surge or self.cluster.kubelet.disk_pressure)
 
 
@@ -462,6 +462,49 @@ def test_dns_failure_in_one_zone(twin: Twin) -> None:
     twin.cleanup(fault)
     twin.run(3)
     twin.assert_healthy()
+
+
+def _serial_resolver(o: dict[str, Any]) -> None:
+    """What the repair writes into a calling deployment (`kubectl patch`, or the manifest)."""
+    o["spec"]["template"]["spec"]["dnsConfig"] = {"options": [{"name": "single-request-reopen"}]}
+
+
+def test_dns_degraded_cluster_wide(twin: Twin) -> None:
+    """A share of lookups lost in every zone: partial errors on the callers; restarting, scaling
+    or draining a zone changes nothing; the resolver option on every caller's template does.
+    Fixing only the loudest caller is not enough."""
+    fault = twin.inject("dependency-dns-degraded", share=0.05)
+    assert fault.component == "service:kube-system/kube-dns"
+    assert ("shop", "frontend") in fault.impact and ("shop", "currency") not in fault.impact
+    twin.run(4)
+    ratio = twin.metric("frontend", "error_ratio")
+    assert 0.05 < ratio < 0.6, ratio  # partial: most calls still resolve
+    assert twin.metric("currency", "error_ratio") == 0.0  # the services called look healthy
+    assert "cart.shop.svc.cluster.local on 10.96.0.10:53: read udp: i/o timeout" in twin.logs("frontend") or \
+        "on 10.96.0.10:53: read udp: i/o timeout" in twin.logs("frontend")
+    assert not twin.mitigated(fault)
+    twin.rollout_restart("frontend")  # wrong: new pods, same resolver
+    twin.scale("checkout", 4)  # wrong: more pods, same resolver
+    twin.run(3)
+    assert not twin.mitigated(fault)
+    twin.drain(*twin.zone_nodes("zone-b"))  # wrong: it is not a zone
+    twin.run(3)
+    assert not twin.mitigated(fault) and twin.metric("frontend", "error_ratio") > 0.02
+    twin.uncordon(*twin.zone_nodes("zone-b"))
+    twin._update("Deployment", NS, "frontend", _serial_resolver)  # only the loudest caller
+    twin.run(3)
+    assert not twin.mitigated(fault)
+    callers = sorted(svc for ns, svc in twin.registry[fault.kind]._callers(twin))  # type: ignore[attr-defined]
+    for svc in callers:
+        if svc != "frontend":
+            twin._update("Deployment", NS, svc, _serial_resolver)
+    assert twin.becomes_mitigated(fault, within=4) and twin.holds(fault, 10)
+    assert twin.metric("frontend", "error_ratio") < 0.01
+    refs = {(r.kind, r.name) for r in twin.registry[fault.kind].evidence(twin, fault)}
+    assert ("Deployment", "checkout") in refs and ("Deployment", "currency") not in refs
+    twin.cleanup(fault)
+    assert not twin.cluster.network.dns_race_share
+    twin.run(3)
 
 
 def test_credential_rotated_under_its_clients(twin: Twin) -> None:

@@ -1,5 +1,6 @@
 """Rate: the rate plans of hotels for a stay, read through memcached from the catalog database."""
 
+from dateparse import parse_date
 from lib import cache_aside, hotel, stay_nights
 
 TAX_RATE = 0.14  # San Francisco transient occupancy tax
@@ -33,7 +34,8 @@ def _quote(template, hotel_id, in_date, out_date, nights, currency):
 
 def get_rates(ctx, req):
     ctx.work(0.6)
-    in_date, out_date = req["in_date"], req["out_date"]
+    # Channel-manager partners send dates in their own formats; quote on ISO dates.
+    in_date, out_date = parse_date(req["in_date"]).isoformat(), parse_date(req["out_date"]).isoformat()
     nights = stay_nights(in_date, out_date)
     currency = ctx.config("RATE_CURRENCY")
     plans = []

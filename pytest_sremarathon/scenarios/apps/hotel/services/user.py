@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import json
+import zlib
 
 DEMO_PASSWORD = "hotel-demo"  # every load-test account (user_1 ... user_500) has this password
 DEMO_ACCOUNTS = 500
@@ -32,6 +33,18 @@ def _account(ctx, username):
     return json.loads(raw)
 
 
+
+def _in_rollout(ctx, flag, user):
+    """Is ``user`` among the share of users a percentage flag is rolled out to? A stable bucket
+    per user (0-99), as the flag service buckets them."""
+    return zlib.crc32(f"{flag}:{user}".encode()) % 100 < float(ctx.config(flag, "0"))
+
+
+def _argon2_expected(account, password):
+    """Accounts migrated to argon2 (dark launch): verify against the new hash."""
+    return password_hash(account["argon2_salt"], password)
+
+
 def check_user(ctx, req):
     ctx.work(0.8)
     username = req["username"]
@@ -40,6 +53,8 @@ def check_user(ctx, req):
         return {"correct": False}
     ctx.work(1.5)  # hashing
     expected = password_hash(account["salt"], req["password"])
+    if _in_rollout(ctx, "ARGON2_VERIFY_PERCENT", username):
+        expected = _argon2_expected(account, req["password"])
     return {"correct": hmac.compare_digest(expected, account["password_hash"])}
 
 

@@ -1,10 +1,25 @@
 """Shopping carts, kept in the cart cache (redis)."""
 
 import json
+import zlib
 
 
 def _key(user):
     return f"cart:{user}"
+
+
+def _in_rollout(ctx, flag, user):
+    """Is ``user`` among the share of shoppers a percentage flag is rolled out to? A stable
+    bucket per user (0-99), as the flag service buckets them."""
+    return zlib.crc32(f"{flag}:{user}".encode()) % 100 < float(ctx.config(flag, "0"))
+
+
+def _unsave(store, user, product):
+    """Saved for later (dark launch): adding a product to the cart takes it off the list."""
+    saved = json.loads(store.get(f"saved:{user}"))
+    if product in saved:
+        saved.remove(product)
+        store.put(f"saved:{user}", json.dumps(saved))
 
 
 def get_cart(ctx, req):
@@ -26,6 +41,8 @@ def add_item(ctx, req):
     else:
         items.append({"product": req["product"], "quantity": int(req["quantity"])})
     store.put(_key(req["user"]), json.dumps(items))
+    if _in_rollout(ctx, "SAVED_FOR_LATER_PERCENT", req["user"]):
+        _unsave(store, req["user"], req["product"])
     return {"items": len(items)}
 
 

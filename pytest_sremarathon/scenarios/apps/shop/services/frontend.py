@@ -1,6 +1,7 @@
 """Storefront: renders pages from the catalog, prices, cart, recommendations and ads."""
 
 from lib import ConnectionPool, optional_call
+from moneyparse import to_amount
 
 _POOLS = {}
 
@@ -56,8 +57,9 @@ def view_cart(ctx, req):
         item = ctx.call(_catalog_addr(ctx), "get_product", {"id": line["product"]})
         total += item["price_usd"] * line["quantity"]
     quote = ctx.call("shipping", "get_quote", {"items": len(cart["items"])})
+    amount = to_amount(total + quote["cost_usd"])  # to the cent before converting: no float dust
     converted = ctx.call(ctx.config("CURRENCY_ADDR", "currency"), "convert",
-                         {"from": "USD", "to": currency, "amount": total + quote["cost_usd"]})
+                         {"from": "USD", "to": currency, "amount": float(amount)})
     return {"items": len(cart["items"]), "total": converted["amount"]}
 
 
