@@ -1,0 +1,239 @@
+"""Resource limits on the agent's process tree (scenario ``agent.memory_limit``,
+``agent.max_processes``, ``agent.workspace_limit``; README: Bring your own agent).
+
+An untrusted agent must not take the machine down: hold 3 GB, fork without end, fill the disk.
+Two layers, because neither is enough alone on every machine:
+
+* **rlimits**, set in the child before it execs (inherited by everything it starts):
+  ``RLIMIT_DATA`` = the memory limit (a single process's private writable memory; unlike
+  ``RLIMIT_AS`` it does not count the address space Go and V8 reserve without using, so kubectl
+  and Node-based agents still start) and ``RLIMIT_FSIZE`` = the workspace limit (no single file
+  grows past it: ``SIGXFSZ``). ``RLIMIT_NPROC`` counts a user's processes machine-wide and root
+  ignores it, so it is not used.
+* a **watchdog** thread that reads ``/proc`` every :data:`POLL_SECONDS`: the whole tree's
+  resident memory, its process count and the workspace's size. Crossing one kills the tree at
+  once and remembers which limit it was (:attr:`Watchdog.tripped`), which the host turns into
+  the step's ``limit`` outcome. It also knows every descendant, so a child that left the process
+  group (``setsid``) is killed with the rest.
+
+A cgroup would be exact (memory.max, pids.max), but the agent runs on machines where the
+cgroup tree is read-only or still v1; the watchdog works everywhere ``/proc`` does.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .k8s.quantity import memory_bytes
+
+__all__ = ["AgentLimits", "Watchdog", "DEFAULT_MEMORY", "DEFAULT_PROCESSES", "DEFAULT_WORKSPACE"]
+
+#: Defaults (documented in the README and ``sremarathon init``'s file): room for an LLM-driven CLI
+#: agent (Node or Python, a few kubectl children), far below what takes a CI machine down.
+DEFAULT_MEMORY = "2Gi"
+DEFAULT_PROCESSES = 64
+DEFAULT_WORKSPACE = "2Gi"
+POLL_SECONDS = 0.05
+WORKSPACE_POLL_SECONDS = 0.5  # walking the workspace costs more than reading /proc
+
+
+def _format(n: int) -> str:
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n / 2**20:.1f}Mi" if n >= 2**20 else f"{n}B"
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    """What the agent's process tree may use. ``None`` disables a limit."""
+
+    memory: Optional[int] = memory_bytes(DEFAULT_MEMORY)
+    processes: Optional[int] = DEFAULT_PROCESSES
+    workspace: Optional[int] = memory_bytes(DEFAULT_WORKSPACE)
+
+    @classmethod
+    def parse(cls, memory: Optional[str], processes: Optional[int], workspace: Optional[str]) -> AgentLimits:
+        return cls(memory=memory_bytes(memory) if memory else None, processes=processes,
+                   workspace=memory_bytes(workspace) if workspace else None)
+
+    def describe(self) -> str:
+        parts = [f"memory {_format(self.memory)}" if self.memory else "memory unlimited",
+                 f"{self.processes} processes" if self.processes else "processes unlimited",
+                 f"workspace {_format(self.workspace)}" if self.workspace else "workspace unlimited"]
+        return ", ".join(parts)
+
+    def preexec(self) -> Callable[[], None]:
+        """What the child runs between fork and exec: the rlimits (a failure leaves them off;
+        the watchdog still holds)."""
+        memory, workspace = self.memory, self.workspace
+
+        def apply() -> None:
+            for which, value in ((resource.RLIMIT_DATA, memory), (resource.RLIMIT_FSIZE, workspace)):
+                if value:
+                    try:
+                        resource.setrlimit(which, (value, value))
+                    except (ValueError, OSError):
+                        pass
+        return apply
+
+    def memory_error(self) -> str:
+        return f"memory limit {_format(self.memory)} reached" if self.memory else "out of memory"
+
+    def workspace_error(self) -> str:
+        return f"workspace limit {_format(self.workspace)} reached" if self.workspace else "file too large"
+
+
+# --- reading /proc ------------------------------------------------------------------------------
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (ppid, start time in clock ticks), from every ``/proc/<pid>/stat`` (namespaced
+    children included: the host's /proc sees them under their host pids)."""
+    out: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name is in parentheses and may contain spaces: fields follow the last ')'
+        rest = stat[stat.rfind(b")") + 2:].split()
+        if len(rest) > 19:
+            out[int(name)] = (int(rest[1]), int(rest[19]))
+    return out
+
+
+def tree(root: int) -> dict[int, int]:
+    """``root`` and every descendant still alive: pid -> start time (a pid with another start
+    time later is another process, never to be signalled)."""
+    procs = _processes()
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    out: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in procs and pid not in out:
+            out[pid] = procs[pid][1]
+            todo.extend(kids.get(pid, ()))
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def dir_size(path: Path, stop_at: Optional[int] = None) -> int:
+    """Bytes the files under ``path`` take (allocated blocks; hard links once), stopping early
+    once past ``stop_at``."""
+    total, seen = 0, set()
+    stack = [str(path)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                    continue
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += max(st.st_blocks * 512, 0) if hasattr(st, "st_blocks") else st.st_size
+                if stop_at is not None and total > stop_at:
+                    return total
+    return total
+
+
+def kill_tree(pids: dict[int, int]) -> None:
+    """SIGKILL every pid that is still the process it was (same start time)."""
+    now = _processes()
+    for pid, started in pids.items():
+        if now.get(pid, (0, -1))[1] != started:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Watchdog:
+    """Watches one process tree until :meth:`stop`; kills it when a limit is crossed."""
+
+    def __init__(self, root: int, limits: AgentLimits, workspace: Path) -> None:
+        self.root = root
+        self.limits = limits
+        self.workspace = workspace
+        self.tripped: Optional[str] = None  # which limit, in words, once crossed
+        self.peak_memory = 0
+        self.peak_processes = 0
+        self.known: dict[int, int] = {}  # every process seen in the tree, with its start time (the cleanup)
+        self._stop = threading.Event()
+        # The workspace may already hold more than the limit (the agent filled it in an earlier
+        # step): only growth past the limit trips, so the agent can clean up in this step.
+        self._workspace_base = self._workspace_size() if limits.workspace else 0
+        self._thread = threading.Thread(target=self._run, name=f"agent-watchdog-{root}", daemon=True)
+        self._thread.start()
+
+    def _workspace_size(self) -> int:
+        return dir_size(self.workspace, stop_at=None)
+
+    def _run(self) -> None:
+        next_disk = 0.0
+        while not self._stop.wait(POLL_SECONDS):
+            pids = tree(self.root)
+            if not pids:
+                return
+            self.known.update(pids)
+            rss = sum(_rss(p) for p in pids)
+            self.peak_memory, self.peak_processes = max(self.peak_memory, rss), max(self.peak_processes, len(pids))
+            lim = self.limits
+            why = None
+            if lim.memory and rss > lim.memory:
+                why = f"{lim.memory_error()} (the agent's processes held {_format(rss)})"
+            elif lim.processes and len(pids) > lim.processes:
+                why = f"process limit {lim.processes} reached (the agent ran {len(pids)} processes)"
+            elif lim.workspace and time.monotonic() >= next_disk:
+                next_disk = time.monotonic() + WORKSPACE_POLL_SECONDS
+                size = dir_size(self.workspace, stop_at=max(lim.workspace, self._workspace_base))
+                if size > lim.workspace and size > self._workspace_base:
+                    why = f"{lim.workspace_error()} (the workspace holds more than {_format(lim.workspace)})"
+            if why is not None:
+                self.tripped = why
+                kill_tree(pids)
+                return
+
+    def stop(self) -> None:
+        """Stop watching and kill whatever of the tree is left (the end of a step command or of
+        the agent's process: no descendant outlives it)."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        # Orphans were re-parented away from the tree: the processes seen in it are killed too.
+        now = tree(self.root)
+        if self.root in self.known and now.get(self.root) != self.known[self.root]:
+            now = {}  # the root's pid is another process's now
+        kill_tree({**self.known, **now})

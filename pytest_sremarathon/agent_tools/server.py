@@ -1,0 +1,140 @@
+"""The run's MCP server: the :class:`~.toolbox.ToolBox` over streamable HTTP on loopback.
+
+Built on the official MCP Python SDK (``mcp.server.mcpserver.MCPServer``), served by uvicorn on
+a thread of the marathon's process, at ``http://127.0.0.1:<port>/mcp``. Every HTTP request must
+carry ``Authorization: Bearer <the agent's token>`` (401 otherwise): the same secret the
+agent's kubeconfig holds, so the server is no wider a door than the API server. What the tools do
+passes the policy point and is recorded because they are requests to the agent's endpoints.
+
+Besides the tools: the resource ``sremarathon://rules`` and the prompt ``sre_marathon`` (the
+rules of the game), and ``sremarathon://observation`` (the step's observation as JSON).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from mcp.server.mcpserver import MCPServer
+
+from .rules import Game, rules_text
+from .submissions import StepSubmissions
+from .toolbox import Endpoints, Sandboxed, ToolBox
+
+__all__ = ["McpServer", "write_mcp_config", "TOOLS"]
+
+#: The tools, in the order clients list them.
+TOOLS = ("kubectl", "pod_logs", "promql_query", "promql_query_range", "alerts", "traces_search", "trace_get",
+         "pipeline_changes", "pipeline_diff", "pipeline_revert", "pipeline_deploy", "pipeline_status",
+         "report_finding", "claim_resolved")
+SERVER_NAME = "sremarathon"
+PATH = "/mcp"
+
+
+class _BearerGate:
+    """ASGI middleware: HTTP requests without the token are answered 401 (lifespan passes)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                body = json.dumps({"error": "unauthorized: send Authorization: Bearer <SREMARATHON_TOKEN>"}).encode()
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b'Bearer realm="sremarathon"'),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+class McpServer:
+    """One run's MCP server. ``start()`` binds a loopback port; ``url`` is the endpoint."""
+
+    def __init__(self, endpoints: Endpoints, game: Game, run_sandboxed: Sandboxed) -> None:
+        self.submissions = StepSubmissions()
+        self.toolbox = ToolBox(endpoints, self.submissions, run_sandboxed)
+        self.game = game
+        self._token = endpoints.token
+        self.mcp: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=rules_text(game), log_level="WARNING")
+        for name in TOOLS:
+            fn = getattr(self.toolbox, name)
+            self.mcp.add_tool(fn, name=name, description=" ".join((fn.__doc__ or "").split()),
+                              structured_output=False)  # plain text: what every client shows a model
+        self._add_rules()
+        self._server: Any = None
+        self._thread: Optional[threading.Thread] = None
+        self.port = 0
+
+    def _add_rules(self) -> None:
+        text = rules_text(self.game)
+
+        @self.mcp.resource("sremarathon://rules", name="rules", description="The rules of the game: cadence, "
+                           "identifiers, what is scored, the policy", mime_type="text/markdown")
+        def rules() -> str:
+            return text
+
+        @self.mcp.resource("sremarathon://observation", name="observation",
+                           description="This step's observation: time, step, alerts, new_alerts", mime_type="application/json")
+        def observation() -> str:
+            obs = self.submissions.observation
+            return obs.model_dump_json() if obs is not None else "{}"
+
+        @self.mcp.prompt(name="sre_marathon", description="Play a step of the SRE marathon: the rules and this step")
+        def prompt() -> str:
+            obs = self.submissions.observation
+            where = f"This is step {obs.step} at {obs.time.isoformat()}." if obs is not None else ""
+            return text + f"\n{where} Start with the alerts tool; report with report_finding, claim with claim_resolved."
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{PATH}"
+
+    def start(self) -> McpServer:
+        import uvicorn  # the SDK's own server dependency
+
+        app = _BearerGate(self.mcp.streamable_http_app(streamable_http_path=PATH), self._token)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name=f"mcp-server:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the MCP server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+
+
+def write_mcp_config(path: Path, url: str, token: str) -> Path:
+    """The ``mcpServers`` file MCP-capable command-line agents read (Claude Code's
+    ``--mcp-config``, Cursor, Gemini CLI…): one HTTP server with the bearer header."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"mcpServers": {SERVER_NAME: {"type": "http", "url": url,
+                                        "headers": {"Authorization": f"Bearer {token}"}}}}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.chmod(0o600)
+    return path
