@@ -62,6 +62,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--agent", metavar="PKG.MOD:CLASS", help="the agent class, e.g. pytest_sremarathon.baselines:RollbackAgent")
     who.add_argument("--agent-cmd", metavar="COMMAND", help="a command speaking the JSON-lines agent protocol")
+    who.add_argument("--agent-exec", metavar="COMMAND", help="a shell command started once per step (in the workspace, "
+                     "with SREMARATHON_OBSERVATION, SREMARATHON_MCP_URL, SREMARATHON_MCP_CONFIG, SREMARATHON_TOKEN)")
     add_scenario_option(p)
     p.add_argument("--seed", type=int, help="seed of the run (default: the scenario's)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where bundles go (default: %(default)s)")
@@ -124,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         think = think_time_option(args.think_time, "--think-time")
         if args.agent:
             check_agent(args.agent)  # fail fast, in one line, before starting anything
-        spec = AgentSpec.from_options(args.agent, args.agent_cmd)
+        spec = AgentSpec.from_options(args.agent, args.agent_cmd, agent_exec=args.agent_exec)
         key = load_signing_key(args.signing_key) if args.signing_key else None
     except (SremarathonError, AgentLoadError, ValueError, OSError) as exc:
         return _fail(str(exc))

@@ -121,13 +121,16 @@ class EnvironmentWire(_Record):
     # The monitoring namespace's services at direct URLs on the agent's server (issue 16),
     # behind the same token; None on a backend without them.
     prometheus_url: Optional[str] = None
+    # The run's MCP server (streamable HTTP, same token; issue 17); None when the run has none.
+    mcp_url: Optional[str] = None
 
 
 class Environment:
     """Handed to ``Agent.setup`` once per run."""
 
     def __init__(self, workspace: Path, kubeconfig: Path, apps: list[str], cadence: timedelta,
-                 pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None) -> None:
+                 pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None,
+                 mcp_url: Optional[str] = None, token: Optional[str] = None) -> None:
         self.workspace = workspace
         self.kubeconfig = kubeconfig
         self.apps = apps
@@ -137,8 +140,12 @@ class Environment:
         #: The Prometheus HTTP API (``{prometheus_url}/api/v1/query``), with the kubeconfig's
         #: bearer token; also ``PROMETHEUS_URL`` in the agent's environment.
         self.prometheus_url = prometheus_url
+        #: The run's MCP server (``{mcp_url}``, streamable HTTP): the tools every shipped agent
+        #: uses, with ``Authorization: Bearer {token}`` (also ``SREMARATHON_MCP_URL``).
+        self.mcp_url = mcp_url
+        self.token = token
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never show the token
         return f"Environment(workspace={self.workspace}, apps={self.apps}, cadence={self.cadence})"
 
 

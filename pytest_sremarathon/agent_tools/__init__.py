@@ -8,6 +8,7 @@
                    as to any other request of the agent; ``kubectl`` runs in the agent's sandbox
 ``rules``          the rules of the game (a resource and a prompt)
 ``server``         the MCP server: streamable HTTP on loopback behind the agent's token
+``config``         the ``mcpServers`` file agents read (``SREMARATHON_MCP_CONFIG``)
 ``bridge``         ``sremarathon mcp``: stdio for clients that only spawn servers, relayed to it
 =================  ==========================================================================
 

@@ -17,23 +17,21 @@ import json
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 from mcp.server.mcpserver import MCPServer
 
+from .config import PATH, SERVER_NAME
 from .rules import Game, rules_text
 from .submissions import StepSubmissions
 from .toolbox import Endpoints, Sandboxed, ToolBox
 
-__all__ = ["McpServer", "write_mcp_config", "TOOLS"]
+__all__ = ["McpServer", "TOOLS"]
 
 #: The tools, in the order clients list them.
 TOOLS = ("kubectl", "pod_logs", "promql_query", "promql_query_range", "alerts", "traces_search", "trace_get",
          "pipeline_changes", "pipeline_diff", "pipeline_revert", "pipeline_deploy", "pipeline_status",
          "report_finding", "claim_resolved")
-SERVER_NAME = "sremarathon"
-PATH = "/mcp"
 
 
 class _BearerGate:
@@ -127,14 +125,3 @@ class McpServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = None
-
-
-def write_mcp_config(path: Path, url: str, token: str) -> Path:
-    """The ``mcpServers`` file MCP-capable command-line agents read (Claude Code's
-    ``--mcp-config``, Cursor, Gemini CLI…): one HTTP server with the bearer header."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"mcpServers": {SERVER_NAME: {"type": "http", "url": url,
-                                        "headers": {"Authorization": f"Bearer {token}"}}}}
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    path.chmod(0o600)
-    return path

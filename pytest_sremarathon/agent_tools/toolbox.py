@@ -375,7 +375,7 @@ def _trace_summary(trace: dict[str, Any]) -> dict[str, Any]:
     spans = trace.get("spans") or []
     procs = trace.get("processes") or {}
     service = {pid: p.get("serviceName") for pid, p in procs.items()}
-    root = min(spans, key=lambda s: s.get("startTime", 0), default={})
+    root: dict[str, Any] = min(spans, key=lambda s: s.get("startTime", 0), default={})
     start = min((s.get("startTime", 0) for s in spans), default=0)
     end = max((s.get("startTime", 0) + s.get("duration", 0) for s in spans), default=0)
     errors = sorted({f"{service.get(s.get('processID'))}/{s.get('operationName')}" for s in spans
