@@ -296,6 +296,17 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The run's MCP server over stdio (agent_tools/bridge.py)."""
+    from .agent_tools.bridge import BridgeError, main
+
+    try:
+        token = args.token_file.read_text().strip() if args.token_file else None
+        return main(args.url, token)
+    except (BridgeError, OSError) as exc:
+        return _fail(str(exc))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sremarathon",
                                      description="Benchmark SRE agents on multi-fault marathons.")
@@ -324,6 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the kubeconfig (default: %(default)s)")
     p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
     p.set_defaults(func=cmd_twin_up)
+    p = sub.add_parser("mcp", help="the running marathon's MCP tools over stdio (for MCP clients that spawn servers)",
+                       description="Relay stdio to the run's MCP server (streamable HTTP): an agent of a running "
+                                   "marathon has SREMARATHON_MCP_URL and SREMARATHON_TOKEN, which this reads.")
+    p.add_argument("--url", help="the MCP endpoint (default: $SREMARATHON_MCP_URL)")
+    p.add_argument("--token-file", type=Path, metavar="FILE", help="a file holding the token (default: $SREMARATHON_TOKEN)")
+    p.set_defaults(func=cmd_mcp)
     cli_bundle.add_parsers(sub)
     report.add_parser(sub)
     cli_init.add_parsers(sub)
