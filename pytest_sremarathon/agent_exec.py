@@ -167,6 +167,8 @@ def run_step_command(command: str, c: StepCommand, wire: ObservationWire) -> Res
     if code == -signal.SIGXFSZ:
         return "limit", None, lim.workspace_error() if lim else "file size limit reached"
     if code != 0:
+        if lim is not None and lim.workspace and "File too large" in tail:  # EFBIG: RLIMIT_FSIZE (SIGXFSZ ignored)
+            return "limit", None, f"{lim.workspace_error()} ({one_line(last, 200)})"
         if lim is not None and lim.memory and any(w in tail for w in _MEMORY_WORDS):
             return "limit", None, f"{lim.memory_error()} ({one_line(last, 200)})"
         how = f"killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \

@@ -751,8 +751,11 @@ class AgentHost:
                 tb = reply.get("traceback")
                 if isinstance(tb, str) and tb.strip():
                     self._log.note(f"{phase} failed: {error}\n{tb[-20000:]}")
+                # What the rlimits look like from inside a Python agent (agent_limits.py).
                 if error.startswith("MemoryError") and self.limits is not None and self.limits.memory:
                     return StepOutcome("limit", None, f"{self.limits.memory_error()} ({error})", 0.0)
+                if "File too large" in error and self.limits is not None and self.limits.workspace:
+                    return StepOutcome("limit", None, f"{self.limits.workspace_error()} ({error})", 0.0)
                 return StepOutcome("invalid" if kind == "invalid" else "error", None, error, 0.0)
         else:  # --agent-cmd style: a bare Report (or anything, for setup)
             payload = {k: v for k, v in reply.items() if k != "id"}
