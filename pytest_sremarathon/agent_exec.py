@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from .agent.loader import one_line
 from .agent.protocol import ObservationWire, Report
-from .agent_limits import AgentLimits, Watchdog
+from .agent_limits import NO_LIMITS, AgentLimits, Watchdog
 
 #: (outcome, report, error), which the host turns into its StepOutcome.
 Result = tuple[str, Optional[Report], Optional[str]]
@@ -135,30 +135,33 @@ def run_step_command(command: str, c: StepCommand, wire: ObservationWire) -> Res
                                 close_fds=True)
     except OSError as exc:
         return "dead", None, f"cannot start the step command: {one_line(exc)}"
-    watchdog = Watchdog(proc.pid, c.limits, c.workspace) if c.limits is not None else None
+    watchdog = Watchdog(proc.pid, c.limits or NO_LIMITS, c.workspace)
     out = _Pump(proc.stdout, MAX_STDOUT)
     err = _Pump(proc.stderr, STDERR_TAIL, sink=c.log)
     deadline = time.monotonic() + c.budget
     timed_out = False
     while not _exited(proc.pid):
-        if watchdog is not None and watchdog.tripped:
+        if watchdog.tripped:
             break
         if time.monotonic() > deadline + c.simulating():
             timed_out = True
             break
         time.sleep(0.02)
     # The step is over: the command's whole tree goes, in its group or not (then it is reaped).
+    # The watchdog first: it stops the tree before killing it, leaves first (a group kill first
+    # would orphan the children that left the group before they are found).
+    watchdog.stop()
     _killpg(proc.pid)
-    if watchdog is not None:
-        watchdog.stop()
     code = proc.wait()
+    if code > 128 and code - 128 in signal.valid_signals():
+        code = 128 - code  # the shell's "killed by signal N" (128 + N), as Popen spells it: -N
     out.join(timeout=2.0)
     err.join(timeout=2.0)
     tail = err.data.decode("utf-8", "replace")
     last = next((ln.strip() for ln in reversed(tail.splitlines())
                  if ln.strip() and not ln.startswith("[sremarathon]")), "")
     lim = c.limits
-    if watchdog is not None and watchdog.tripped:
+    if watchdog.tripped:
         c.log.note(f"step {wire.step}: {watchdog.tripped}; the step command was killed")
         return "limit", None, watchdog.tripped
     if timed_out:

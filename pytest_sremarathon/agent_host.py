@@ -51,7 +51,7 @@ from pydantic import ValidationError
 
 from .agent.loader import one_line
 from .agent.protocol import EnvironmentWire, ObservationWire, Report
-from .agent_limits import AgentLimits, Watchdog
+from .agent_limits import NO_LIMITS, AgentLimits, Watchdog
 from .events import AgentStep
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ class _Process:
                                      start_new_session=True, close_fds=True)
         self.log = log
         # The tree's memory, process count and workspace, watched for as long as it lives.
-        self.watchdog = Watchdog(self.proc.pid, limits, Path(cwd)) if limits is not None else None
+        self.watchdog = Watchdog(self.proc.pid, limits or NO_LIMITS, Path(cwd))
         self.lines: queue.Queue[Any] = queue.Queue()
         self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
         self._threads = [
@@ -446,6 +446,7 @@ class _Process:
         return f"agent process exited with code {code}"
 
     def kill(self) -> None:
+        self.watchdog.stop()  # the whole tree, stopped then killed (see agent_limits.kill_tree)
         if self.proc.returncode is None:  # not reaped yet, so the group id is still ours
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the whole group; the PID namespace dies with it
@@ -464,8 +465,7 @@ class _Process:
         self.kill()
 
     def _finish(self, wait: float) -> None:
-        if self.watchdog is not None:
-            self.watchdog.stop()  # no descendant outlives the process, in its group or not
+        self.watchdog.stop()  # no descendant outlives the process, in its group or not
         self._outbox.put(None)
         try:
             self.proc.wait(timeout=wait)
@@ -716,7 +716,7 @@ class AgentHost:
                 self._kill()
                 return StepOutcome("timeout", None, f"{phase} exceeded its budget of {budget:g} s", 0.0)
             if item is _EOF:
-                tripped = proc.watchdog.tripped if proc.watchdog is not None else None
+                tripped = proc.watchdog.tripped
                 if tripped or proc.exit_description().endswith("SIGXFSZ"):
                     why = tripped or (self.limits.workspace_error() if self.limits else "file size limit reached")
                     self._log.note(f"{why} during {phase}; the agent process was killed")

@@ -92,6 +92,10 @@ class AgentLimits:
         return f"workspace limit {_format(self.workspace)} reached" if self.workspace else "file too large"
 
 
+#: No limit at all: the watchdog still knows the tree, to clean it up at the end.
+NO_LIMITS = AgentLimits(memory=None, processes=None, workspace=None)
+
+
 # --- reading /proc ------------------------------------------------------------------------------
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -116,15 +120,15 @@ def _processes() -> dict[int, tuple[int, int]]:
     return out
 
 
-def tree(root: int) -> dict[int, int]:
-    """``root`` and every descendant still alive: pid -> start time (a pid with another start
-    time later is another process, never to be signalled)."""
-    procs = _processes()
+def tree(*roots: int, procs: Optional[dict[int, tuple[int, int]]] = None) -> dict[int, int]:
+    """The ``roots`` and every descendant still alive: pid -> start time (a pid with another
+    start time later is another process, never to be signalled)."""
+    procs = _processes() if procs is None else procs
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         kids.setdefault(ppid, []).append(pid)
     out: dict[int, int] = {}
-    todo = [root]
+    todo = list(roots)
     while todo:
         pid = todo.pop()
         if pid in procs and pid not in out:
@@ -169,16 +173,66 @@ def dir_size(path: Path, stop_at: Optional[int] = None) -> int:
     return total
 
 
-def kill_tree(pids: dict[int, int]) -> None:
-    """SIGKILL every pid that is still the process it was (same start time)."""
-    now = _processes()
+def _signal(pids: dict[int, int], sig: int, procs: dict[int, tuple[int, int]]) -> None:
+    """Signal every pid that is still the process it was (same start time)."""
     for pid, started in pids.items():
-        if now.get(pid, (0, -1))[1] != started:
+        if procs.get(pid, (0, -1))[1] != started:
             continue
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def kill_tree(root: int, known: dict[int, int]) -> None:
+    """Kill ``root``'s tree and the ``known`` processes (seen in it before, maybe re-parented
+    since) with everything they started.
+
+    Everything is stopped first, round after round until no new child shows up (a stopped
+    process cannot fork), then killed leaves first and the root last: the agent's root is its
+    tree's child subreaper (``worker.py``), so a child that lost its parent meanwhile is
+    re-parented to the (stopped) root and found in the next round instead of escaping to init."""
+    stopped: dict[int, int] = {}
+
+    def rounds(sig: int, skip_root: bool) -> None:
+        for _ in range(100):
+            procs = _processes()
+            live = [p for p, t in {**known, **stopped}.items() if procs.get(p, (0, -1))[1] == t]
+            root_ok = root not in known or procs.get(root, (0, -1))[1] == known[root]
+            current = {p: t for p, t in tree(*([root] if root_ok else []), *live, procs=procs).items()
+                       if _state(p) not in ("Z", "X") and not (skip_root and p == root)}
+            new = {p: t for p, t in current.items() if sig == signal.SIGKILL or stopped.get(p) != t}
+            if not new:
+                return
+            _signal(new, sig, procs)
+            _wait_state(new, ("T", "t", "Z", "X") if sig == signal.SIGSTOP else ("Z", "X"))
+            stopped.update(new)
+
+    rounds(signal.SIGSTOP, skip_root=False)
+    rounds(signal.SIGKILL, skip_root=True)
+    procs = _processes()
+    _signal({root: procs[root][1]} if root in procs and (root not in known or procs[root][1] == known[root])
+            else {}, signal.SIGKILL, procs)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rfind(b")") + 2:].split()[0].decode()
+    except (OSError, IndexError):
+        return "X"
+
+
+def _wait_state(pids: dict[int, int], states: tuple[str, ...], timeout: float = 0.5) -> None:
+    """Wait (briefly) until every pid is in one of ``states``: a signal is delivered later, and a
+    fork in flight completes first."""
+    deadline = time.monotonic() + timeout
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = {p for p in waiting if _state(p) not in states}
+        if waiting:
+            time.sleep(0.002)
 
 
 class Watchdog:
@@ -223,17 +277,14 @@ class Watchdog:
                 if size > lim.workspace and size > self._workspace_base:
                     why = f"{lim.workspace_error()} (the workspace holds more than {_format(lim.workspace)})"
             if why is not None:
-                self.tripped = why
-                kill_tree(pids)
+                kill_tree(self.root, self.known)
+                self.tripped = why  # (after the kill: whoever acts on it finds the tree gone)
                 return
 
     def stop(self) -> None:
         """Stop watching and kill whatever of the tree is left (the end of a step command or of
-        the agent's process: no descendant outlives it)."""
+        the agent's process: no descendant outlives it). Orphans were re-parented away from the
+        tree: the processes seen in it are killed with theirs too."""
         self._stop.set()
-        self._thread.join(timeout=2.0)
-        # Orphans were re-parented away from the tree: the processes seen in it are killed too.
-        now = tree(self.root)
-        if self.root in self.known and now.get(self.root) != self.known[self.root]:
-            now = {}  # the root's pid is another process's now
-        kill_tree({**self.known, **now})
+        self._thread.join(timeout=30.0)
+        kill_tree(self.root, self.known)

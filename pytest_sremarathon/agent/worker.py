@@ -61,6 +61,7 @@ AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 MOUNT_ATTR_RDONLY = 0x1
 PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 24, 28, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+PR_SET_CHILD_SUBREAPER = 36
 SECURE_ALL_BITS_LOCKED = 0xEF  # noroot, no-setuid-fixup, keep-caps locked, no-ambient-raise
 CAP_VERSION_3 = 0x20080522
 
@@ -430,6 +431,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             sys.stderr.write(f"[sremarathon] sandbox setup failed, refusing to run the agent: {exc}\n")
             return EXIT_SANDBOX_FAILED
     _apply_rlimits(opts["rlimit"])
+    # The agent's root adopts its tree's orphans (kept across exec): a child whose parent died
+    # stays in the tree, where the host's watchdog finds and ends it (agent_limits.kill_tree).
+    try:
+        _libc().prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
     if opts["probe"]:
         sys.stdout.write(json.dumps(_probe(opts["hide"], opts["keep"], opts["writable"], info)) + "\n")
         return 0
