@@ -3,6 +3,7 @@ behaves, so the tests see the limit end that step and the next one run."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -97,4 +98,4 @@ if __name__ == "__main__":  # the same misbehaviour as a per-step command: pytho
             time.sleep(30)
         elif step == 3:
             fill(ws, 1 * GiB)
-        print('{"notes": "step %d: fine"}' % step)
+        print(json.dumps({"notes": f"step {step}: fine"}))
