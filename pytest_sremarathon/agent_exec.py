@@ -147,6 +147,7 @@ def run_step_command(command: str, c: StepCommand, wire: ObservationWire) -> Res
             timed_out = True
             break
         time.sleep(0.02)
+    watchdog.end_step()  # the workspace's last look: filled, then exited between two polls
     # The step is over: the command's whole tree goes, in its group or not (then it is reaped).
     # The watchdog first: it stops the tree before killing it, leaves first (a group kill first
     # would orphan the children that left the group before they are found).

@@ -580,7 +580,16 @@ class AgentHost:
             started = self._start()
             if not started.ok:
                 return started
-        return self._exchange({"op": "step", "obs": wire.model_dump(mode="json")}, self.step_budget, "step")
+        proc = self._proc
+        assert proc is not None
+        proc.watchdog.begin_step()  # closely while the step runs, lightly between steps
+        out = self._exchange({"op": "step", "obs": wire.model_dump(mode="json")}, self.step_budget, "step")
+        crossed = proc.watchdog.end_step()
+        if out.ok and crossed is not None:  # it filled the workspace and returned before a poll saw it
+            self._log.note(f"{crossed} during step; the agent process is restarted")
+            self._kill()
+            return StepOutcome("limit", None, crossed, 0.0)
+        return out
 
     def _exec_step(self, wire: ObservationWire) -> StepOutcome:
         from .agent_exec import StepCommand, run_step_command
