@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import IO, Optional, Protocol
 
 from pydantic import ValidationError
 
@@ -49,10 +49,16 @@ _MEMORY_WORDS = ("MemoryError", "Cannot allocate memory", "out of memory", "Java
                  "cannot allocate", "std::bad_alloc")
 
 
-class _Pump(threading.Thread):
-    """Reads one pipe to its end: keeps up to ``cap`` bytes (stdout) or hands chunks on (stderr)."""
+class Log(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def note(self, text: str) -> None: ...
 
-    def __init__(self, stream: object, cap: int, sink: Optional[object] = None) -> None:
+
+class _Pump(threading.Thread):
+    """Reads one pipe to its end: keeps up to ``cap`` bytes (stdout), or hands every chunk to
+    ``sink`` and keeps the last ``cap`` bytes (stderr)."""
+
+    def __init__(self, stream: Optional[IO[bytes]], cap: int, sink: Optional[Log] = None) -> None:
         super().__init__(daemon=True, name="agent-exec-pipe")
         self.stream = stream
         self.cap = cap
@@ -62,13 +68,16 @@ class _Pump(threading.Thread):
         self.start()
 
     def run(self) -> None:
+        stream = self.stream
+        assert stream is not None
         try:
             while True:
-                chunk = self.stream.read1(65536)  # type: ignore[attr-defined]
+                # typeshed types Popen's pipes as IO[bytes]; with the default bufsize they are BufferedReaders
+                chunk = stream.read1(65536)  # type: ignore[attr-defined]
                 if not chunk:
                     break
                 if self.sink is not None:
-                    self.sink.write(chunk)  # type: ignore[attr-defined]
+                    self.sink.write(chunk)
                     self.data = (self.data + chunk)[-self.cap:]
                 elif len(self.data) + len(chunk) > self.cap:
                     self.overflow = True
@@ -78,7 +87,7 @@ class _Pump(threading.Thread):
             pass
         finally:
             try:
-                self.stream.close()  # type: ignore[attr-defined]
+                stream.close()
             except (OSError, ValueError):
                 pass
 
@@ -89,11 +98,6 @@ def _exited(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
     except ChildProcessError:
         return True
-
-
-class Log(Protocol):
-    def write(self, data: bytes) -> None: ...
-    def note(self, text: str) -> None: ...
 
 
 @dataclass

@@ -3,10 +3,20 @@
 :class:`AgentHost` owns the agent's process (see ``worker.py`` for the wire framing):
 
 * **Process.** ``python -m pytest_sremarathon.agent.worker`` for ``--agent=pkg.mod:Class``, or the
-  user's command for ``--agent-cmd``; its own session/process group, cwd = the workspace, an
-  environment scrubbed to ``PATH``, ``HOME`` (= workspace), ``LANG``, ``KUBECONFIG``, ``TMPDIR``
-  (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots, minus anything under a hidden
-  path), ``PROMETHEUS_URL`` (the monitoring namespace's Prometheus, when the backend has one), plus the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token travels only inside the setup message — never argv or environment.
+  user's command for ``--agent-cmd``; for ``--agent-exec`` a shell command started once per step
+  (``agent_exec.py``). Its own session/process group, cwd = the workspace, an environment
+  scrubbed to ``PATH`` (the interpreter's bin first), ``HOME`` (= workspace), ``LANG``,
+  ``KUBECONFIG``, ``TMPDIR`` (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots,
+  minus anything under a hidden path), ``PROMETHEUS_URL`` (the monitoring namespace's Prometheus,
+  when the backend has one), ``SREMARATHON_MCP_URL`` (the run's MCP server, once attached), plus
+  the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token
+  travels inside the setup message, and (the issue's contract for per-step commands) in a step
+  command's ``SREMARATHON_TOKEN``; never on argv.
+* **Limits** (``agent_limits.py``): rlimits set by the worker's prelude before the agent runs, a
+  watchdog over the whole process tree; a crossing is the ``"limit"`` outcome naming the limit,
+  and nothing the agent started outlives its process (or, for a step command, its step).
+* **MCP** (:meth:`AgentHost.attach_mcp`): what the run's MCP tools submit during a step is merged
+  into the step's report.
 * **Isolation.** When ``unshare`` works (detected once per interpreter), the process runs in new
   mount + PID namespaces with a private ``/proc``: it sees no process of ours (no environ,
   cmdline or memory), every ``hide`` path is covered by an empty read-only tmpfs (the workspace

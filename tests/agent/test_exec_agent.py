@@ -158,3 +158,21 @@ def test_relative_paths_in_the_command_line_are_the_invocation_directorys(tmp_pa
     with make_host(tmp_path, spec.exec or "") as h:
         assert h.step(obs(1)).outcome == "ok"
     assert time.monotonic() - t0 < 20
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_the_pytest_option_is_one_of_three_ways_to_name_the_agent(pytester: pytest.Pytester) -> None:
+    both = pytester.runpytest_subprocess("--agent=pytest_sremarathon.baselines:NoopAgent", "--agent-exec", "true",
+                                         "--collect-only")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(["*give one of --agent, --agent-cmd or --agent-exec*"])
+    empty = pytester.runpytest_subprocess("--agent-exec", " ", "--collect-only")
+    assert empty.ret == pytest.ExitCode.USAGE_ERROR
+    empty.stderr.fnmatch_lines(["*--agent-exec is empty*"])
+    ok = pytester.runpytest_subprocess("--agent-exec", "python3 my_agent.py", "--marathon-scenario", "smoke",
+                                       "--collect-only", "-q")
+    assert ok.ret == pytest.ExitCode.OK, ok.stdout.str() + ok.stderr.str()
+    ok.stdout.fnmatch_lines(["sremarathon:smoke::smoke[[]seed=1[]]::segment-01"])
+    assert "--agent-exec" in pytester.runpytest_subprocess("--help").stdout.str()
