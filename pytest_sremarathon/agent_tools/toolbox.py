@@ -251,7 +251,8 @@ class ToolBox:
         return self.endpoints.jaeger
 
     def traces_search(self, service: Annotated[Optional[str], Field(
-                          description="the service as Jaeger names it, e.g. 'cart' (omit to list the services)")] = None,
+                          description="the service as Jaeger names it, '<service>.<app>' (e.g. 'cart.shop'), or as a "
+                                      "component ('service:shop/cart'); omit it to list the services")] = None,
                       operation: Annotated[Optional[str], Field(description="an operation (endpoint) of it")] = None,
                       tags: Annotated[Optional[dict[str, str]], Field(
                           description="span tags that must match, e.g. {\"error\": \"true\"}")] = None,
@@ -263,6 +264,9 @@ class ToolBox:
         base = self._jaeger()
         if not service:
             return _json(self._get_json(base, "/api/services").get("data"))
+        if service.startswith("service:") and "/" in service:
+            app, _, name = service[len("service:"):].partition("/")
+            service = f"{name}.{app}"
         obs = self.submissions.observation
         query: dict[str, Any] = {"service": service, "operation": operation, "limit": limit,
                                  "minDuration": min_duration, "tags": json.dumps(tags) if tags else None}
