@@ -326,7 +326,10 @@ class Marathon:
         game = Game(scenario=spec.name, apps=tuple(sorted(self.apps)), cadence_seconds=spec.cadence,
                     step_budget_seconds=budget, think_time=str(self.think), policy_rules=tuple(spec.policy.rules),
                     limits=spec.agent.limits.describe())
-        self.mcp = McpServer(Endpoints(self.server.url, token, urls.get("prometheus"), urls.get("jaeger")), game,
+        # The Jaeger query Service is `jaeger-query` in the monitoring namespace (DESIGN 4.7); the
+        # backend names its direct URL after it once it serves one (JAEGER_URL).
+        jaeger = urls.get("jaeger-query") or urls.get("jaeger")
+        self.mcp = McpServer(Endpoints(self.server.url, token, urls.get("prometheus"), jaeger), game,
                              self.host.run_sandboxed).start()
         self.host.attach_mcp(self.mcp.url, self.mcp.submissions)
 
