@@ -329,8 +329,10 @@ class Marathon:
         # The Jaeger query Service is `jaeger-query` in the monitoring namespace (DESIGN 4.7); the
         # backend names its direct URL after it once it serves one (JAEGER_URL).
         jaeger = urls.get("jaeger-query") or urls.get("jaeger")
+        # A per-step command is there for the tools: ready before its first step. Other agents may
+        # never connect: the server starts at their first connection.
         self.mcp = McpServer(Endpoints(self.server.url, token, urls.get("prometheus"), jaeger), game,
-                             self.host.run_sandboxed).start()
+                             self.host.run_sandboxed).start(eager=self.options.agent.exec is not None)
         self.host.attach_mcp(self.mcp.url, self.mcp.submissions)
 
     def advance_to(self, t: datetime) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import select
 import socket
 import threading
 import time
@@ -70,7 +71,9 @@ class McpServer:
                               structured_output=False)  # plain text: what every client shows a model
         self._add_rules()
         self._server: Any = None
+        self._sock: Optional[socket.socket] = None
         self._thread: Optional[threading.Thread] = None
+        self._closing = threading.Event()
         self.port = 0
 
     def _add_rules(self) -> None:
@@ -98,30 +101,50 @@ class McpServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{PATH}"
 
-    def start(self) -> McpServer:
-        import uvicorn  # the SDK's own server dependency
-
-        app = _BearerGate(self.mcp.streamable_http_app(streamable_http_path=PATH), self._token)
+    def start(self, eager: bool = True) -> McpServer:
+        """Listen on a loopback port (``url`` is valid from here on). ``eager=False`` defers
+        importing and starting the HTTP server to the first connection, which waits in the
+        listen queue meanwhile: a run whose agent never speaks MCP does not pay for it."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name=f"mcp-server:{self.port}", daemon=True)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, args=(not eager,), name=f"mcp-server:{self.port}",
+                                        daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the MCP server did not start")
-            time.sleep(0.02)
+        if eager:
+            deadline = time.monotonic() + 30
+            while self._server is None or not self._server.started:
+                if time.monotonic() > deadline or not self._thread.is_alive():
+                    raise RuntimeError("the MCP server did not start")
+                time.sleep(0.02)
         return self
 
-    def stop(self) -> None:
-        if self._server is None:
+    def _serve(self, wait_for_a_client: bool) -> None:
+        sock = self._sock
+        assert sock is not None
+        while wait_for_a_client and not self._closing.is_set():
+            readable, _, _ = select.select([sock], [], [], 0.25)
+            if readable:
+                break
+        if self._closing.is_set():
             return
-        self._server.should_exit = True
+        import uvicorn  # the SDK's own server dependency
+
+        app = _BearerGate(self.mcp.streamable_http_app(streamable_http_path=PATH), self._token)
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+        if self._closing.is_set():
+            return
+        self._server.run(sockets=[sock])
+
+    def stop(self) -> None:
+        self._closing.set()
+        if self._server is not None:
+            self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
-        self._server = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

@@ -149,3 +149,19 @@ def test_sremarathon_mcp_without_a_run_says_what_is_missing() -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest_sremarathon.cli", "mcp"], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}, timeout=60)
     assert proc.returncode == 2 and "SREMARATHON_MCP_URL and SREMARATHON_TOKEN not set" in proc.stderr
+
+
+def test_a_lazy_server_starts_at_its_first_connection() -> None:
+    game = Game("smoke", ("shop",), 300, 60, "frozen", (), "memory 2Gi")
+    srv = McpServer(Endpoints("http://127.0.0.1:9", TOKEN), game, lambda a, t: (0, "", "")).start(eager=False)
+    try:
+        assert srv._server is None  # nothing imported or started yet: a run whose agent never connects
+
+        async def body(s: ClientSession) -> Any:
+            return [t.name for t in (await s.list_tools()).tools]
+
+        assert set(anyio.run(_session, srv.url, TOKEN, body)) == ISSUE_TOOLS
+    finally:
+        srv.stop()
+    never = McpServer(Endpoints("http://127.0.0.1:9", TOKEN), game, lambda a, t: (0, "", "")).start(eager=False)
+    never.stop()  # and one nobody connected to stops at once
