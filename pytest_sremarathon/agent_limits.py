@@ -4,18 +4,19 @@
 An untrusted agent must not take the machine down: hold 3 GB, fork without end, fill the disk.
 Two layers, because neither is enough alone on every machine:
 
-* **rlimits**, set in the child before it execs (inherited by everything it starts):
+* **rlimits**, set by the worker's prelude before the agent runs (``worker.py --rlimit``;
+  inherited by everything it starts):
   ``RLIMIT_DATA`` = the memory limit (a single process's private writable memory; unlike
   ``RLIMIT_AS`` it does not count the address space Go and V8 reserve without using, so kubectl
   and Node-based agents still start) and ``RLIMIT_FSIZE`` = the workspace limit (no single file
-  grows past it: ``SIGXFSZ``). ``RLIMIT_NPROC`` counts a user's processes machine-wide and root
+  grows past it: ``SIGXFSZ``, or ``EFBIG`` where the signal is ignored, as Python does). ``RLIMIT_NPROC`` counts a user's processes machine-wide and root
   ignores it, so it is not used.
 * a **watchdog** thread that reads ``/proc`` every :data:`POLL_SECONDS` during a step
   (:data:`IDLE_POLL_SECONDS` between steps): the whole tree's
   resident memory, its process count and the workspace's size. Crossing one kills the tree at
   once and remembers which limit it was (:attr:`Watchdog.tripped`), which the host turns into
   the step's ``limit`` outcome. It also knows every descendant, so a child that left the process
-  group (``setsid``) is killed with the rest.
+  group (``setsid``) is killed with the rest (:func:`kill_tree`).
 
 A cgroup would be exact (memory.max, pids.max), but the agent runs on machines where the
 cgroup tree is read-only or still v1; the watchdog works everywhere ``/proc`` does.
@@ -24,11 +25,9 @@ cgroup tree is read-only or still v1; the watchdog works everywhere ``/proc`` do
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -79,20 +78,6 @@ class AgentLimits:
                  f"{self.processes} processes" if self.processes else "processes unlimited",
                  f"workspace {_format(self.workspace)}" if self.workspace else "workspace unlimited"]
         return ", ".join(parts)
-
-    def preexec(self) -> Callable[[], None]:
-        """What the child runs between fork and exec: the rlimits (a failure leaves them off;
-        the watchdog still holds)."""
-        memory, workspace = self.memory, self.workspace
-
-        def apply() -> None:
-            for which, value in ((resource.RLIMIT_DATA, memory), (resource.RLIMIT_FSIZE, workspace)):
-                if value:
-                    try:
-                        resource.setrlimit(which, (value, value))
-                    except (ValueError, OSError):
-                        pass
-        return apply
 
     def memory_error(self) -> str:
         return f"memory limit {_format(self.memory)} reached" if self.memory else "out of memory"
