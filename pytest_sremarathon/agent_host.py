@@ -3,10 +3,20 @@
 :class:`AgentHost` owns the agent's process (see ``worker.py`` for the wire framing):
 
 * **Process.** ``python -m pytest_sremarathon.agent.worker`` for ``--agent=pkg.mod:Class``, or the
-  user's command for ``--agent-cmd``; its own session/process group, cwd = the workspace, an
-  environment scrubbed to ``PATH``, ``HOME`` (= workspace), ``LANG``, ``KUBECONFIG``, ``TMPDIR``
-  (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots, minus anything under a hidden
-  path), ``PROMETHEUS_URL``, ``ALERTMANAGER_URL``, ``JAEGER_URL`` (the monitoring namespace's services, those the backend has), plus the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token travels only inside the setup message — never argv or environment.
+  user's command for ``--agent-cmd``; for ``--agent-exec`` a shell command started once per step
+  (``agent_exec.py``). Its own session/process group, cwd = the workspace, an environment
+  scrubbed to ``PATH`` (the interpreter's bin first), ``HOME`` (= workspace), ``LANG``,
+  ``KUBECONFIG``, ``TMPDIR`` (= ``<workspace>/.tmp``), ``PYTHONPATH`` (the host's import roots,
+  minus anything under a hidden path), ``PROMETHEUS_URL``, ``ALERTMANAGER_URL``, ``JAEGER_URL`` (the monitoring
+  namespace's services, those the backend has), ``SREMARATHON_MCP_URL`` (the run's MCP server, once attached), plus
+  the host's ``SREMARATHON_LLM_*`` settings (:data:`PASS_THROUGH_PREFIXES`). The endpoint token
+  travels inside the setup message, and (the issue's contract for per-step commands) in a step
+  command's ``SREMARATHON_TOKEN``; never on argv.
+* **Limits** (``agent_limits.py``): rlimits set by the worker's prelude before the agent runs, a
+  watchdog over the whole process tree; a crossing is the ``"limit"`` outcome naming the limit,
+  and nothing the agent started outlives its process (or, for a step command, its step).
+* **MCP** (:meth:`AgentHost.attach_mcp`): what the run's MCP tools submit during a step is merged
+  into the step's report.
 * **Isolation.** When ``unshare`` works (detected once per interpreter), the process runs in new
   mount + PID namespaces with a private ``/proc``: it sees no process of ours (no environ,
   cmdline or memory), every ``hide`` path is covered by an empty read-only tmpfs (the workspace
@@ -45,17 +55,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
 from .agent.loader import one_line
 from .agent.protocol import EnvironmentWire, ObservationWire, Report
+from .agent_limits import NO_LIMITS, AgentLimits, Watchdog
 from .events import AgentStep
+
+if TYPE_CHECKING:
+    from .agent_tools.submissions import StepSubmissions
 
 __all__ = ["AgentHost", "AgentSpec", "StepOutcome", "Outcome", "detect_isolation"]
 
-Outcome = Literal["ok", "error", "timeout", "invalid", "dead"]
+Outcome = Literal["ok", "error", "timeout", "invalid", "dead", "limit"]
 Isolation = Literal["namespaces", "none"]
 
 MAX_LINE = 32 * 1024 * 1024
@@ -68,24 +82,33 @@ WORKER_MODULE = "pytest_sremarathon.agent.worker"
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """Which agent to run: ``agent="pkg.mod:Class"`` (``--agent``) or ``cmd=[argv…]``
-    (``--agent-cmd``)."""
+    """Which agent to run: ``agent="pkg.mod:Class"`` (``--agent``), ``cmd=[argv…]``
+    (``--agent-cmd``) or ``exec="COMMAND"`` (``--agent-exec``: a shell command line started once
+    per step)."""
 
     agent: Optional[str] = None
     cmd: Optional[tuple[str, ...]] = None
+    exec: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if (self.agent is None) == (self.cmd is None):
-            raise ValueError("AgentSpec needs exactly one of agent= or cmd=")
+        if sum(x is not None for x in (self.agent, self.cmd, self.exec)) != 1:
+            raise ValueError("AgentSpec needs exactly one of agent=, cmd= or exec=")
         if self.cmd is not None and not self.cmd:
             raise ValueError("AgentSpec.cmd is empty")
+        if self.exec is not None and not self.exec.strip():
+            raise ValueError("AgentSpec.exec is empty")
 
     @classmethod
     def from_options(cls, agent: Optional[str] = None, agent_cmd: Optional[str] = None,
-                     *, cwd: Optional[Path] = None) -> AgentSpec:
-        """From the ``--agent`` / ``--agent-cmd`` option strings. A command path containing a
-        slash is made absolute against ``cwd`` (the invocation directory), because the agent
-        runs in its workspace."""
+                     *, cwd: Optional[Path] = None, agent_exec: Optional[str] = None) -> AgentSpec:
+        """From the ``--agent`` / ``--agent-cmd`` / ``--agent-exec`` option strings. A command path
+        containing a slash is made absolute against ``cwd`` (the invocation directory), because
+        the agent runs in its workspace; in an ``--agent-exec`` line, so is every word that names
+        an existing file or directory relative to ``cwd`` (``python agents/mine.py``)."""
+        if sum(x is not None for x in (agent, agent_cmd, agent_exec)) > 1:
+            raise ValueError("give one of --agent, --agent-cmd or --agent-exec")
+        if agent_exec is not None:
+            return cls(exec=_absolute_words(agent_exec, Path(cwd or os.getcwd())))
         if agent_cmd is not None:
             argv = shlex.split(agent_cmd)
             if not argv:
@@ -94,13 +117,30 @@ class AgentSpec:
                 argv[0] = os.path.abspath(os.path.join(cwd or os.getcwd(), argv[0]))
             return cls(cmd=tuple(argv))
         if agent is None:
-            raise ValueError("one of --agent or --agent-cmd is required")
+            raise ValueError("one of --agent, --agent-cmd or --agent-exec is required")
         return cls(agent=agent)
 
     @property
     def label(self) -> str:
-        """The agent id recorded in the run (``pkg.mod:Class`` or ``cmd:<command line>``)."""
+        """The agent id recorded in the run (``pkg.mod:Class``, ``cmd:<command line>`` or
+        ``exec:<command line>``)."""
+        if self.exec is not None:
+            return "exec:" + self.exec
         return self.agent if self.agent is not None else "cmd:" + shlex.join(self.cmd or ())
+
+
+def _absolute_words(command: str, cwd: Path) -> str:
+    """``command`` with each relative word that names an existing path under ``cwd`` (and holds a
+    slash, so ``python`` stays a program name) replaced by its absolute path, quoted."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    out = command
+    for w in dict.fromkeys(words):
+        if "/" in w and not os.path.isabs(w) and (cwd / w).exists() and w in out:
+            out = out.replace(w, shlex.quote(str((cwd / w).resolve())))
+    return out
 
 
 @dataclass(frozen=True)
@@ -271,11 +311,14 @@ _OVERSIZE = object()
 class _Process:
     """One incarnation of the agent's process with its pump threads."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log: _StderrLog) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log: _StderrLog,
+                 limits: Optional[AgentLimits] = None) -> None:
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True, close_fds=True)
         self.log = log
+        # The tree's memory, process count and workspace, watched for as long as it lives.
+        self.watchdog = Watchdog(self.proc.pid, limits or NO_LIMITS, Path(cwd))
         self.lines: queue.Queue[Any] = queue.Queue()
         self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
         self._threads = [
@@ -413,6 +456,7 @@ class _Process:
         return f"agent process exited with code {code}"
 
     def kill(self) -> None:
+        self.watchdog.stop()  # the whole tree, stopped then killed (see agent_limits.kill_tree)
         if self.proc.returncode is None:  # not reaped yet, so the group id is still ours
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the whole group; the PID namespace dies with it
@@ -431,6 +475,7 @@ class _Process:
         self.kill()
 
     def _finish(self, wait: float) -> None:
+        self.watchdog.stop()  # no descendant outlives the process, in its group or not
         self._outbox.put(None)
         try:
             self.proc.wait(timeout=wait)
@@ -451,7 +496,7 @@ class AgentHost:
     def __init__(self, spec: AgentSpec, env: EnvironmentWire, *, step_budget: float, stderr_path: Path,
                  hide: list[Path], setup_budget: Optional[float] = None, max_setup_failures: int = 3,
                  stderr_cap: int = STDERR_CAP, isolation: Literal["auto", "namespaces", "none"] = "auto",
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, limits: Optional[AgentLimits] = None) -> None:
         if step_budget <= 0:
             raise ValueError("step_budget must be positive")
         self.spec = spec
@@ -459,6 +504,7 @@ class AgentHost:
         self.setup_budget = float(setup_budget if setup_budget is not None else max(step_budget, 30.0))
         self.max_setup_failures = max(1, int(max_setup_failures))
         self.python = python
+        self.limits = limits
         self.workspace = Path(env.workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
         # The agent gets absolute paths: it runs elsewhere (cwd = workspace, maybe namespaced).
@@ -483,6 +529,21 @@ class AgentHost:
         #: Wall seconds the host spent simulating on the agent's behalf during the current
         #: exchange (charged think time runs ticks while a request waits): added to the budget.
         self.simulating: Callable[[], float] = lambda: 0.0
+        #: What the run's MCP tools submit during a step (report_finding, claim_resolved): opened
+        #: and closed around every step, merged into its report (set with :meth:`attach_mcp`).
+        self.submissions: Optional[StepSubmissions] = None
+        self.mcp_url: Optional[str] = None
+        self.mcp_config: Optional[Path] = None
+
+    def attach_mcp(self, url: str, submissions: StepSubmissions) -> None:
+        """Give the agent the run's MCP server: its URL (``SREMARATHON_MCP_URL``,
+        ``Environment.mcp_url``), an ``mcpServers`` file in the workspace
+        (``SREMARATHON_MCP_CONFIG``), and the steps' submissions."""
+        from .agent_tools.config import write_mcp_config
+
+        self.mcp_url, self.submissions = url, submissions
+        self.mcp_config = write_mcp_config(self.workspace / ".sremarathon" / "mcp.json", url, self.env.token)
+        self.env = self.env.model_copy(update={"mcp_url": url})
 
     # -- lifecycle --
 
@@ -501,21 +562,71 @@ class AgentHost:
         t0 = time.monotonic()
         if self._closed or self.disabled:
             return StepOutcome("dead", None, self.disabled or "agent host is closed", 0.0)
-        if self._proc is not None:
+        if self._proc is not None or self.spec.exec is not None:  # a per-step command starts at each step
             return StepOutcome("ok", None, None, 0.0)
         return replace(self._start(), wall_seconds=time.monotonic() - t0)
 
     def step(self, obs: Union[ObservationWire, dict[str, Any]]) -> StepOutcome:
         t0 = time.monotonic()
         wire = obs if isinstance(obs, ObservationWire) else ObservationWire.model_validate(obs)
+        if self._closed or self.disabled:
+            return StepOutcome("dead", None, self.disabled or "agent host is closed", 0.0)
+        if self.submissions is not None:
+            self.submissions.begin(wire.step, wire)
+        try:
+            out = self._step(wire)
+        finally:
+            submitted = self.submissions.end() if self.submissions is not None else None
+        if out.ok and submitted is not None:
+            from .agent_tools.submissions import merge
+
+            out = replace(out, report=merge(out.report, submitted))
+        return replace(out, wall_seconds=time.monotonic() - t0)
+
+    def _step(self, wire: ObservationWire) -> StepOutcome:
+        if self.spec.exec is not None:
+            return self._exec_step(wire)
         if self._proc is None:
-            if self._closed or self.disabled:
-                return StepOutcome("dead", None, self.disabled or "agent host is closed", 0.0)
             started = self._start()
             if not started.ok:
-                return replace(started, wall_seconds=time.monotonic() - t0)
+                return started
+        proc = self._proc
+        assert proc is not None
+        proc.watchdog.begin_step()  # closely while the step runs, lightly between steps
         out = self._exchange({"op": "step", "obs": wire.model_dump(mode="json")}, self.step_budget, "step")
-        return replace(out, wall_seconds=time.monotonic() - t0)
+        crossed = proc.watchdog.end_step()
+        if out.ok and crossed is not None:  # it filled the workspace and returned before a poll saw it
+            self._log.note(f"{crossed} during step; the agent process is restarted")
+            self._kill()
+            return StepOutcome("limit", None, crossed, 0.0)
+        return out
+
+    def _exec_step(self, wire: ObservationWire) -> StepOutcome:
+        from .agent_exec import StepCommand, run_step_command
+
+        assert self.spec.exec is not None
+        self.starts += 1
+        self._log.note(f"step {wire.step}: running {self.spec.label} (isolation={self.isolation})")
+        outcome, report, error = run_step_command(self.spec.exec, StepCommand(
+            wrap=self.wrap, workspace=self.workspace, env=self._child_env(), token=self.env.token,
+            mcp_config=self.mcp_config, budget=self.step_budget, simulating=self.simulating, limits=self.limits,
+            log=self._log), wire)
+        return StepOutcome(outcome, report, error, 0.0)  # type: ignore[arg-type]
+
+    def run_sandboxed(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+        """Run ``argv`` as the agent would (its isolation and limits, cwd = the workspace, its
+        environment): the MCP ``kubectl`` tool. Exit code 124 when it ran past ``timeout``."""
+        proc = subprocess.Popen(self.wrap(argv), cwd=str(self.workspace), env=self._child_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # not reaped yet: the group id is still ours
+            out, err = proc.communicate()
+            code = 124
+        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     def close(self) -> None:
         """Ask the agent to stop, then kill whatever is left. Idempotent."""
@@ -535,24 +646,39 @@ class AgentHost:
         return self._next_id
 
     def _argv(self) -> list[str]:
-        if self.spec.cmd is not None:
-            inner = list(self.spec.cmd)
-        else:
-            inner = [self.python, "-m", WORKER_MODULE]
+        return self.wrap(list(self.spec.cmd) if self.spec.cmd is not None else None)
+
+    def _rlimits(self) -> list[str]:
+        lim = self.limits
+        if lim is None:
+            return []
+        out = []
+        if lim.memory:
+            out += ["--rlimit", f"DATA={lim.memory}"]
+        if lim.workspace:
+            out += ["--rlimit", f"FSIZE={lim.workspace}"]
+        return out
+
+    def wrap(self, inner: Optional[list[str]]) -> list[str]:
+        """The argv that runs ``inner`` (None: the Python worker itself) in the agent's
+        isolation, with its rlimits set first (by the worker's prelude)."""
+        worker = [self.python, "-m", WORKER_MODULE]
+        limits = self._rlimits()
         if self.isolation != "namespaces":
-            return inner
-        sandbox = [self.python, "-m", WORKER_MODULE, "--sandbox", "--writable", str(self.workspace),
-                   "--keep", self.env.kubeconfig]
+            if inner is None:
+                return [*worker, *limits]
+            return [*worker, *limits, "--exec", *inner] if limits else inner
+        sandbox = [*worker, "--sandbox", "--writable", str(self.workspace), "--keep", self.env.kubeconfig, *limits]
         for h in self.hide:
             sandbox += ["--hide", h]
-        if self.spec.cmd is not None:
+        if inner is not None:
             sandbox += ["--exec", *inner]
         return [*self._prefix, "--", *sandbox]
 
     def _child_env(self) -> dict[str, str]:
         tmp = self.workspace / ".tmp"
         tmp.mkdir(exist_ok=True)
-        return _scrubbed_env(str(self.workspace), {
+        env = _scrubbed_env(str(self.workspace), {
             **_passed_through(),
             "KUBECONFIG": self.env.kubeconfig,
             "TMPDIR": str(tmp),
@@ -560,13 +686,18 @@ class AgentHost:
             **{name: url for name, url in (("PROMETHEUS_URL", self.env.prometheus_url),
                                            ("ALERTMANAGER_URL", self.env.alertmanager_url),
                                            ("JAEGER_URL", self.env.jaeger_url)) if url},
+            **({"SREMARATHON_MCP_URL": self.mcp_url} if self.mcp_url else {}),
         })
+        # The interpreter's own bin first: `python`, `sremarathon mcp` and the agent's tools of
+        # the environment the marathon runs in, whether or not it was activated.
+        env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env["PATH"]])
+        return env
 
     def _start(self) -> StepOutcome:
         self.starts += 1
         self._log.note(f"starting agent process #{self.starts} ({self.spec.label}, isolation={self.isolation})")
         try:
-            self._proc = _Process(self._argv(), self._child_env(), str(self.workspace), self._log)
+            self._proc = _Process(self._argv(), self._child_env(), str(self.workspace), self._log, self.limits)
         except OSError as exc:
             out = StepOutcome("dead", None, f"cannot start the agent process: {one_line(exc)}", 0.0)
             return self._setup_failed(out)
@@ -606,6 +737,12 @@ class AgentHost:
                 self._kill()
                 return StepOutcome("timeout", None, f"{phase} exceeded its budget of {budget:g} s", 0.0)
             if item is _EOF:
+                tripped = proc.watchdog.tripped
+                if tripped or proc.exit_description().endswith("SIGXFSZ"):
+                    why = tripped or (self.limits.workspace_error() if self.limits else "file size limit reached")
+                    self._log.note(f"{why} during {phase}; the agent process was killed")
+                    self._kill()
+                    return StepOutcome("limit", None, why, 0.0)
                 why = proc.exit_description()
                 if self._log.last_line:
                     why += f"; last stderr line: {one_line(self._log.last_line, 300)}"
@@ -635,6 +772,11 @@ class AgentHost:
                 tb = reply.get("traceback")
                 if isinstance(tb, str) and tb.strip():
                     self._log.note(f"{phase} failed: {error}\n{tb[-20000:]}")
+                # What the rlimits look like from inside a Python agent (agent_limits.py).
+                if error.startswith("MemoryError") and self.limits is not None and self.limits.memory:
+                    return StepOutcome("limit", None, f"{self.limits.memory_error()} ({error})", 0.0)
+                if "File too large" in error and self.limits is not None and self.limits.workspace:
+                    return StepOutcome("limit", None, f"{self.limits.workspace_error()} ({error})", 0.0)
                 return StepOutcome("invalid" if kind == "invalid" else "error", None, error, 0.0)
         else:  # --agent-cmd style: a bare Report (or anything, for setup)
             payload = {k: v for k, v in reply.items() if k != "id"}

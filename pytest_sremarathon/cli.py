@@ -62,6 +62,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--agent", metavar="PKG.MOD:CLASS", help="the agent class, e.g. pytest_sremarathon.baselines:RollbackAgent")
     who.add_argument("--agent-cmd", metavar="COMMAND", help="a command speaking the JSON-lines agent protocol")
+    who.add_argument("--agent-exec", metavar="COMMAND", help="a shell command started once per step (in the workspace, "
+                     "with SREMARATHON_OBSERVATION, SREMARATHON_MCP_URL, SREMARATHON_MCP_CONFIG, SREMARATHON_TOKEN)")
     add_scenario_option(p)
     p.add_argument("--seed", type=int, help="seed of the run (default: the scenario's)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where bundles go (default: %(default)s)")
@@ -124,7 +126,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         think = think_time_option(args.think_time, "--think-time")
         if args.agent:
             check_agent(args.agent)  # fail fast, in one line, before starting anything
-        spec = AgentSpec.from_options(args.agent, args.agent_cmd)
+        spec = AgentSpec.from_options(args.agent, args.agent_cmd, agent_exec=args.agent_exec)
         key = load_signing_key(args.signing_key) if args.signing_key else None
     except (SremarathonError, AgentLoadError, ValueError, OSError) as exc:
         return _fail(str(exc))
@@ -296,6 +298,17 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The run's MCP server over stdio (agent_tools/bridge.py)."""
+    from .agent_tools.bridge import BridgeError, main
+
+    try:
+        token = args.token_file.read_text().strip() if args.token_file else None
+        return main(args.url, token)
+    except (BridgeError, OSError) as exc:
+        return _fail(str(exc))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sremarathon",
                                      description="Benchmark SRE agents on multi-fault marathons.")
@@ -324,6 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the kubeconfig (default: %(default)s)")
     p.add_argument("--speed", type=float, default=1.0, help="simulation ticks per wall second (default: 1)")
     p.set_defaults(func=cmd_twin_up)
+    p = sub.add_parser("mcp", help="the running marathon's MCP tools over stdio (for MCP clients that spawn servers)",
+                       description="Relay stdio to the run's MCP server (streamable HTTP): an agent of a running "
+                                   "marathon has SREMARATHON_MCP_URL and SREMARATHON_TOKEN, which this reads.")
+    p.add_argument("--url", help="the MCP endpoint (default: $SREMARATHON_MCP_URL)")
+    p.add_argument("--token-file", type=Path, metavar="FILE", help="a file holding the token (default: $SREMARATHON_TOKEN)")
+    p.set_defaults(func=cmd_mcp)
     cli_bundle.add_parsers(sub)
     cli_kinds.add_parsers(sub)
     report.add_parser(sub)

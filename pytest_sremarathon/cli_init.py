@@ -131,6 +131,14 @@ agent:
   # makes to the Kubernetes API, the pipeline or telemetry costs SECONDS; discovery is free) or
   # wall[:FACTOR] (the step's wall-clock time x FACTOR). The cluster runs on meanwhile.
   think_time: {agent.think_time}
+  # Limits on the agent's process tree (its children too); crossing one ends that step with
+  # the outcome `limit` naming it, and the marathon goes on. Resident memory of all its
+  # processes together, as Kubernetes writes quantities (512Mi, 2Gi), or `unlimited`.
+  memory_limit: {agent.memory_limit}
+  # How many of its processes may run at once.
+  max_processes: {agent.max_processes}
+  # What its workspace (the persistent working directory) may hold.
+  workspace_limit: {agent.workspace_limit}
 
 # The build pipeline: a build queues (one at a time per app) and takes a duration drawn per app
 # from a lognormal in ln-minutes, then rolls out; `builds: instant` deploys at once.

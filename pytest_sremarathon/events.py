@@ -96,7 +96,7 @@ class AgentStep(_Data):
     step is delayed: steps never overlap)."""
 
     step: int
-    outcome: Literal["ok", "error", "timeout", "invalid", "dead"]
+    outcome: Literal["ok", "error", "timeout", "invalid", "dead", "limit"]  # limit: agent.memory_limit … crossed
     error: Optional[str] = None
     report: Optional[Report] = None
     started: Optional[str] = None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -63,6 +63,9 @@ from .schedule import Schedule, generate
 from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
 from .serving.loopback import LoopbackServer
 from .thinktime import StepCharge, StepClock, ThinkTime
+
+if TYPE_CHECKING:
+    from .agent_tools.server import McpServer
 
 SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)
@@ -201,6 +204,7 @@ class Marathon:
         self._started = False
         self._finished: Optional[RunResult] = None
         self.host: Optional[AgentHost] = None
+        self.mcp: Optional[McpServer] = None
         self.server: Optional[LoopbackServer] = None
 
     # -- World (what fault kinds act on) ----------------------------------------------------
@@ -302,7 +306,8 @@ class Marathon:
         budget = self.options.step_budget or spec.agent.step_budget
         self.host = AgentHost(self.options.agent, env, step_budget=budget,
                               stderr_path=self.run_dir / "agent" / "stderr.log", hide=hide,
-                              isolation=self.options.isolation)  # type: ignore[arg-type]
+                              isolation=self.options.isolation, limits=spec.agent.limits)  # type: ignore[arg-type]
+        self._start_mcp(agent_token, urls, budget)
         self._record_step(-1, self.host.start())
         if self.think.charged:
             self.stepclock = StepClock(self.think, self.clock, self._advance_during_step, lambda: self.end_time)
@@ -310,6 +315,24 @@ class Marathon:
             stepclock = self.stepclock
             self.host.simulating = lambda: stepclock.simulated  # the step budget is the agent's own time
             self.stepclock.hold()  # from here on the agent's requests are served within steps
+
+    def _start_mcp(self, token: str, urls: dict[str, str], budget: float) -> None:
+        """The run's MCP server (issue 17): the agent's tools over its own endpoints and token."""
+        from .agent_tools.rules import Game
+        from .agent_tools.server import McpServer
+        from .agent_tools.toolbox import Endpoints
+
+        assert self.host is not None and self.server is not None
+        spec = self.scenario.spec
+        game = Game(scenario=spec.name, apps=tuple(sorted(self.apps)), cadence_seconds=spec.cadence,
+                    step_budget_seconds=budget, think_time=str(self.think), policy_rules=tuple(spec.policy.rules),
+                    limits=spec.agent.limits.describe())
+        jaeger = urls.get("jaeger-query")  # the monitoring namespace's Jaeger query Service (JAEGER_URL)
+        # A per-step command is there for the tools: ready before its first step. Other agents may
+        # never connect: the server starts at their first connection.
+        self.mcp = McpServer(Endpoints(self.server.url, token, urls.get("prometheus"), jaeger), game,
+                             self.host.run_sandboxed).start(eager=self.options.agent.exec is not None)
+        self.host.attach_mcp(self.mcp.url, self.mcp.submissions)
 
     def advance_to(self, t: datetime) -> None:
         """Run ticks (and agent steps at the cadence) until virtual time ``t``."""
@@ -376,6 +399,8 @@ class Marathon:
             self.stepclock.close()
         if self.host is not None:
             self.host.close()
+        if self.mcp is not None:
+            self.mcp.stop()
         if self.server is not None:
             self.backend.close()
 

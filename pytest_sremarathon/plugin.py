@@ -64,6 +64,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     add("--agent", "the agent under test, as pkg.module:Class", metavar="PKG.MOD:CLASS")
     add("--agent-cmd", "an agent command speaking the JSON-lines protocol (instead of --agent)", metavar="COMMAND")
+    add("--agent-exec", "a shell command started once per step, in the workspace, with SREMARATHON_OBSERVATION, "
+        "SREMARATHON_MCP_URL, SREMARATHON_MCP_CONFIG, SREMARATHON_TOKEN and KUBECONFIG (instead of --agent)",
+        metavar="COMMAND")
     add("--marathon-seeds", "comma-separated seeds; one marathon per seed (default: the scenario's seed)",
         metavar="N[,N…]")
     add("--marathon-backend", "cluster backend: twin (default), kind (a two-zone kind cluster), kubeconfig:PATH "
@@ -140,7 +143,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     s = ms.settings
     if not s.has_agent:
         return []
-    who = s.agent or f"cmd: {s.agent_cmd}"
+    who = s.agent or (f"cmd: {s.agent_cmd}" if s.agent_cmd else f"exec: {s.agent_exec}")
     lines = [f"sremarathon: agent {who}; backend {s.backend}; bundles in {display_path(config, s.out)}"]
     if ms.fallback_allowed():
         lines.append(f"sremarathon: without a marathon file in the test paths, the {ms.scenario_words()} runs")

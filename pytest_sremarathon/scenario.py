@@ -18,6 +18,7 @@ from typing import Annotated, Literal, Optional
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from .agent_limits import DEFAULT_MEMORY, DEFAULT_PROCESSES, DEFAULT_WORKSPACE, AgentLimits
 from .alerts.noise import NoiseConfig
 from .apps import AppSpec, load_app
 from .errors import ConfigError, describe_validation_error
@@ -87,15 +88,41 @@ class AlertsConfig(_Model):
 DEFAULT_THINK_TIME = "per-request:10"
 
 
+_QUANTITY = re.compile(r"^\s*[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?\s*$")
+
+
+def _quantity(value: object) -> Optional[str]:
+    """A Kubernetes-style byte quantity (``512Mi``, ``2Gi``, ``1G``), or none: unlimited."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "unlimited")):
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not _QUANTITY.match(text):
+        raise ValueError(f"{value!r} is not a byte quantity; write it as Kubernetes does, e.g. 512Mi, 2Gi "
+                         "(or `unlimited`)")
+    return text
+
+
+Quantity = Annotated[Optional[str], BeforeValidator(_quantity)]
+
+
 class AgentConfig(_Model):
     step_budget: Seconds = 60.0
     # frozen | per-request:SECONDS | wall[:FACTOR] (thinktime.py); kept as its canonical spelling
     think_time: str = DEFAULT_THINK_TIME
+    # The agent's process tree (agent_limits.py): resident memory of all its processes, how many
+    # run at once, and what its workspace holds. Crossing one ends the step (outcome `limit`).
+    memory_limit: Quantity = DEFAULT_MEMORY
+    max_processes: Optional[int] = Field(default=DEFAULT_PROCESSES, ge=1, le=100000)
+    workspace_limit: Quantity = DEFAULT_WORKSPACE
 
     @model_validator(mode="after")
     def _think_time(self) -> AgentConfig:
         self.think_time = str(parse_think_time(self.think_time))
         return self
+
+    @property
+    def limits(self) -> AgentLimits:
+        return AgentLimits.parse(self.memory_limit, self.max_processes, self.workspace_limit)
 
     @property
     def think(self) -> ThinkTime:

@@ -210,6 +210,8 @@ class MarathonSession:
             except AgentLoadError as exc:
                 return f"--agent={s.agent}: {exc}"
             return None
+        if s.agent_exec:
+            return None  # a shell command line: what it runs is found (or not) when a step runs it
         argv = shlex.split(s.agent_cmd or "")
         if not argv:
             return "--agent-cmd is empty"
@@ -227,7 +229,8 @@ class MarathonSession:
         from .thinktime import parse_think_time
 
         s = self.settings
-        return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir),
+        return MarathonOptions(agent=AgentSpec.from_options(s.agent, s.agent_cmd, cwd=self.config.invocation_params.dir,
+                                                            agent_exec=s.agent_exec),
                                seed=target.seed, out_dir=s.out, step_budget=s.step_budget,
                                signing_key=load_signing_key(s.signing_key) if s.signing_key else None,
                                progress=self._progress_printer(target), backend=s.backend,

@@ -38,10 +38,11 @@ class Settings:
     progress_interval: float
     keep_cluster: bool = False
     think_time: Optional[str] = None  # canonical spelling (thinktime.ThinkTime), None = the scenario's
+    agent_exec: Optional[str] = None  # a per-step command (issue 17)
 
     @property
     def has_agent(self) -> bool:
-        return bool(self.agent or self.agent_cmd)
+        return bool(self.agent or self.agent_cmd or self.agent_exec)
 
     def session_scenario(self, rootpath: Path) -> Path:
         """The session's marathon: ``--marathon-scenario``, else ``<rootdir>/scenarios/marathon.yaml``
@@ -65,7 +66,7 @@ def option(config: pytest.Config, name: str) -> Optional[str]:
 def agent_given(config: pytest.Config) -> bool:
     """Is an agent configured? Answered from the raw options (before :func:`read_settings`:
     ``pytest_cmdline_main`` runs before ``pytest_configure``)."""
-    return bool(option(config, "agent") or option(config, "agent_cmd"))
+    return bool(option(config, "agent") or option(config, "agent_cmd") or option(config, "agent_exec"))
 
 
 def _base_dir(config: pytest.Config, where: str) -> Path:
@@ -117,9 +118,12 @@ def read_settings(config: pytest.Config) -> Settings:
                                     if high is not None else f"{flag} must be > {low:g}, got {value}")
         return x
 
-    agent, agent_cmd = option(config, "agent"), option(config, "agent_cmd")
-    if agent and agent_cmd:
-        raise pytest.UsageError("give --agent or --agent-cmd, not both")
+    agent, agent_cmd, agent_exec = option(config, "agent"), option(config, "agent_cmd"), option(config, "agent_exec")
+    if sum(bool(x) for x in (agent, agent_cmd, agent_exec)) > 1:
+        raise pytest.UsageError("give one of --agent, --agent-cmd or --agent-exec")
+    if agent_exec is not None and not agent_exec.strip():
+        raise pytest.UsageError('--agent-exec is empty: give the command line to run each step, e.g. '
+                                '--agent-exec "python my_agent.py"')
     seeds_opt = option(config, "marathon_seeds")
     seeds: Optional[list[int]] = None
     if seeds_opt is not None:
@@ -153,7 +157,7 @@ def read_settings(config: pytest.Config) -> Settings:
     if key is not None and not key.is_file():
         raise pytest.UsageError(f"--marathon-signing-key: no such file: {key}")
     scenario = _scenario_option(config)
-    if scenario is not None and (agent or agent_cmd) and not scenario.is_file():
+    if scenario is not None and (agent or agent_cmd or agent_exec) and not scenario.is_file():
         raise pytest.UsageError(f"--marathon-scenario: no such scenario file: {scenario} (give a file, or the name of "
                                 f"a built-in scenario: {builtin.names_line()})")
     think = option(config, "marathon_think_time")
@@ -175,4 +179,4 @@ def read_settings(config: pytest.Config) -> Settings:
                     out=_path_option(config, "marathon_out") or (config.rootpath / DEFAULT_OUT).resolve(),
                     min_score=number("marathon_min_score", 0, 100), baseline=baseline, update_baseline=update,
                     step_budget=budget, signing_key=key, scenario=scenario,
-                    progress_interval=progress, keep_cluster=keep_cluster, think_time=think)
+                    progress_interval=progress, keep_cluster=keep_cluster, think_time=think, agent_exec=agent_exec)

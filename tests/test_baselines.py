@@ -18,6 +18,7 @@ import pytest
 from support.cli import run_json
 
 from pytest_sremarathon.agent.protocol import Alert, Change, Environment, Observation, ObservationWire, Report
+from pytest_sremarathon.agent_tools.server import TOOLS as MCP_TOOLS
 from pytest_sremarathon.baselines import LLMAgent, RollbackAgent
 from pytest_sremarathon.baselines.heuristic.cluster import Pod, View
 from pytest_sremarathon.baselines.heuristic.context import StepContext
@@ -289,10 +290,11 @@ def test_a_restarted_rollback_agent_carries_on(tmp_path: Path) -> None:
 class _StubLLM:
     """A scripted OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1.
 
-    At the marathon's first step it investigates (kubectl, pipeline), repairs (a rollout
-    restart; a revert of the latest change if there is one), tries two things it must not (a
-    namespace deletion, which the policy refuses, and ``kubectl exec``, which the agent
-    refuses), reports a finding and claims it; at later steps it answers without tools.
+    At the marathon's first step it investigates (kubectl, pipeline, alerts: the run's MCP tools),
+    repairs (a rollout restart; a revert of the latest change if there is one), tries two things
+    it must not (a namespace deletion, which the policy refuses, and another kubeconfig, which the
+    kubectl tool refuses), reports a finding and claims it; at later steps it answers without
+    tools.
     """
 
     def __init__(self) -> None:
@@ -343,17 +345,18 @@ class _StubLLM:
         if turn == 0:
             return {"role": "assistant", "content": None, "tool_calls": [
                 self._call(0, "kubectl", command="get pods -n shop -o wide"),
-                self._call(1, "pipeline_changes", app="shop")]}
+                self._call(1, "pipeline_changes", app="shop"),
+                self._call(8, "alerts", status="all")]}
         if turn == 1:
             changes = json.loads(next(m["content"] for m in messages if m.get("tool_call_id") == "call-1-pipeline_changes"))
             calls = [self._call(2, "kubectl", command="rollout restart deployment/frontend -n shop"),
                      self._call(3, "kubectl", command="delete namespace shop"),
-                     self._call(4, "kubectl", command="exec -n shop deploy/frontend -- sh"),
+                     self._call(4, "kubectl", command="get pods --kubeconfig=/etc/passwd"),
                      self._call(5, "report_finding", incident="stub-1", alerts=[],
                                 component="service:shop/frontend",
                                 cause=f"change:{changes[-1]['id']}" if changes else None)]
             if changes:
-                calls.append(self._call(6, "pipeline_revert", app="shop", change_id=changes[-1]["id"]))
+                calls.append(self._call(6, "pipeline_revert", app="shop", change=changes[-1]["id"]))
             return {"role": "assistant", "content": None, "tool_calls": calls}
         if turn == 2:
             return {"role": "assistant", "content": None, "tool_calls": [self._call(7, "claim_resolved",
@@ -378,10 +381,12 @@ def test_llm_agent_uses_its_tools_against_the_real_cluster(tmp_path: Path, write
     # the settings reached the agent's (scrubbed) environment
     assert stub.requests and set(stub.auth) == {"Bearer test-key"}
     assert {r["model"] for r in stub.requests} == {"stub-model"}
-    tools = {t["function"]["name"] for t in stub.requests[0]["tools"]}
-    assert tools >= {"kubectl", "pipeline_changes", "pipeline_revert", "pipeline_deploy", "report_finding",
-                     "claim_resolved"}
-    assert "shop" in stub.requests[0]["messages"][0]["content"]  # the system prompt names the apps
+    # the model is offered exactly the run's MCP tools, with their JSON schemas
+    tools = {t["function"]["name"]: t["function"] for t in stub.requests[0]["tools"]}
+    assert set(tools) == set(MCP_TOOLS)
+    assert "service:<app>/<service>" in tools["report_finding"]["parameters"]["properties"]["component"]["description"]
+    system = stub.requests[0]["messages"][0]["content"]
+    assert "shop" in system and "rules of the game" in system  # the apps, and the server's rules
 
     # kubectl really ran against the twin, and refusals come back as text the model can read
     pods = stub.tool_result("call-0-kubectl")
@@ -389,7 +394,8 @@ def test_llm_agent_uses_its_tools_against_the_real_cluster(tmp_path: Path, write
     assert "deployment.apps/frontend restarted" in stub.tool_result("call-2-kubectl")
     denied = stub.tool_result("call-3-kubectl")
     assert "Forbidden" in denied and "no-delete-namespace" in denied
-    assert "not available here" in stub.tool_result("call-4-kubectl")
+    assert "--kubeconfig is not allowed" in stub.tool_result("call-4-kubectl")
+    assert json.loads(stub.tool_result("call-8-alerts"))["step"] == 1
 
     steps = agent_steps(result["bundle"])
     assert [s["outcome"] for s in steps] == ["ok"] * 4

@@ -123,6 +123,8 @@ class EnvironmentWire(_Record):
     prometheus_url: Optional[str] = None
     alertmanager_url: Optional[str] = None
     jaeger_url: Optional[str] = None
+    # The run's MCP server (streamable HTTP, same token; issue 17); None when the run has none.
+    mcp_url: Optional[str] = None
 
 
 class Environment:
@@ -130,7 +132,8 @@ class Environment:
 
     def __init__(self, workspace: Path, kubeconfig: Path, apps: list[str], cadence: timedelta,
                  pipeline: Pipeline, telemetry: Telemetry, prometheus_url: Optional[str] = None,
-                 alertmanager_url: Optional[str] = None, jaeger_url: Optional[str] = None) -> None:
+                 alertmanager_url: Optional[str] = None, jaeger_url: Optional[str] = None,
+                 mcp_url: Optional[str] = None, token: Optional[str] = None) -> None:
         self.workspace = workspace
         self.kubeconfig = kubeconfig
         self.apps = apps
@@ -146,8 +149,12 @@ class Environment:
         #: The Jaeger query API (``{jaeger_url}/api/traces?service=checkout.shop``; ``JAEGER_URL``):
         #: traces of a head-sampled share of the requests. Times are virtual, as everywhere.
         self.jaeger_url = jaeger_url
+        #: The run's MCP server (``{mcp_url}``, streamable HTTP): the tools every shipped agent
+        #: uses, with ``Authorization: Bearer {token}`` (also ``SREMARATHON_MCP_URL``).
+        self.mcp_url = mcp_url
+        self.token = token
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never show the token
         return f"Environment(workspace={self.workspace}, apps={self.apps}, cadence={self.cadence})"
 
 

@@ -34,7 +34,9 @@ bind-mounts ``--keep`` paths that live under a hidden one back into place, makes
 mount tree read-only except ``--writable`` paths and a fresh ``/dev/shm``, then drops every
 capability and sets no-new-privs so the agent cannot undo any of it. Any failure of the hiding
 step is fatal (exit 70): the agent never runs unhidden. ``--exec CMD ...`` then replaces the
-process with an ``--agent-cmd`` program; ``--probe`` reports what worked as JSON and exits.
+process with an ``--agent-cmd`` program (or a per-step ``--agent-exec`` command); ``--probe``
+reports what worked as JSON and exits. ``--rlimit DATA=N`` / ``FSIZE=N`` set the agent's
+resource limits first (with or without ``--sandbox``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 MOUNT_ATTR_RDONLY = 0x1
 PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 24, 28, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+PR_SET_CHILD_SUBREAPER = 36
 SECURE_ALL_BITS_LOCKED = 0xEF  # noroot, no-setuid-fixup, keep-caps locked, no-ambient-raise
 CAP_VERSION_3 = 0x20080522
 
@@ -247,7 +250,8 @@ class Worker:
             cadence=timedelta(seconds=wire.cadence_seconds),
             pipeline=PipelineClient(wire.server, wire.token),
             telemetry=TelemetryClient(wire.server, wire.token), prometheus_url=wire.prometheus_url,
-            alertmanager_url=wire.alertmanager_url, jaeger_url=wire.jaeger_url)
+            alertmanager_url=wire.alertmanager_url, jaeger_url=wire.jaeger_url,
+            mcp_url=wire.mcp_url, token=wire.token)
         try:
             factory = resolve_agent(str(msg.get("agent")))
         except AgentLoadError as exc:
@@ -379,14 +383,34 @@ def serve() -> int:
     return 0
 
 
+def _apply_rlimits(specs: list[str]) -> None:
+    """``--rlimit DATA=BYTES`` / ``FSIZE=BYTES``: set before the agent runs, inherited by all
+    it starts (agent_limits.py says which and why). Lowering a limit never fails for lack of
+    privilege; a value above the hard limit is clipped to it."""
+    import resource
+
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        which = getattr(resource, f"RLIMIT_{name}", None)
+        if which is None or not value.isdigit():
+            continue
+        _, hard = resource.getrlimit(which)
+        n = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+        try:
+            resource.setrlimit(which, (n, n))
+        except (ValueError, OSError) as exc:
+            sys.stderr.write(f"[sremarathon] cannot set RLIMIT_{name}: {exc}\n")
+
+
 def _parse_args(argv: list[str]) -> dict[str, Any]:
-    opts: dict[str, Any] = {"sandbox": False, "probe": False, "hide": [], "keep": [], "writable": [], "exec": None}
+    opts: dict[str, Any] = {"sandbox": False, "probe": False, "hide": [], "keep": [], "writable": [], "exec": None,
+                            "rlimit": []}
     i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("--sandbox", "--probe"):
             opts[a[2:]] = True
-        elif a in ("--hide", "--keep", "--writable") and i + 1 < len(argv):
+        elif a in ("--hide", "--keep", "--writable", "--rlimit") and i + 1 < len(argv):
             opts[a[2:]].append(argv[i + 1])
             i += 1
         elif a == "--exec":
@@ -407,6 +431,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         except (SandboxError, OSError) as exc:
             sys.stderr.write(f"[sremarathon] sandbox setup failed, refusing to run the agent: {exc}\n")
             return EXIT_SANDBOX_FAILED
+    _apply_rlimits(opts["rlimit"])
+    # The agent's root adopts its tree's orphans (kept across exec): a child whose parent died
+    # stays in the tree, where the host's watchdog finds and ends it (agent_limits.kill_tree).
+    try:
+        _libc().prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
     if opts["probe"]:
         sys.stdout.write(json.dumps(_probe(opts["hide"], opts["keep"], opts["writable"], info)) + "\n")
         return 0
