@@ -19,7 +19,18 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
+from support.apps import (
+    CODE_KINDS,
+    CONFIG_KINDS,
+    DNS_DEGRADED_ALERTS,
+    EXPECTED_ALERTS,
+    MANIFEST_KINDS,
+    NOT_CURATED,
+    patch_serial_resolver,
+    ship_hotfixed_then_trigger,
+    signature_file,
+    source_files,
+)
 from support.twins import AppTwin
 
 from pytest_sremarathon.alerts.engine import AlertEngine
@@ -38,29 +49,6 @@ APP_ROOT = APPS_DIR / "hotel"
 NS = "hotel"
 TICK = 30.0
 WARMUP_TICKS = 20  # 10 virtual minutes: datastores come up, then the services that probe them
-
-# What an on-call engineer gets paged with, per fault kind (any one of these is enough).
-ERRORS, LATENCY = "ServiceHighErrorRate", "ServiceLatencySLOBurn"
-NOT_SERVING = {"KubePodNotReady", "KubeDeploymentRolloutStuck", "KubeDeploymentReplicasMismatch"}
-EXPECTED_ALERTS: dict[str, set[str]] = {
-    "code-exception": {ERRORS},
-    "code-latency": {LATENCY, ERRORS},  # slow enough to time out its callers at the peak
-    "code-crash-on-start": {"KubePodCrashLooping"},
-    "code-memory-leak": {"KubeContainerOOMKilled"},
-    "code-retry-storm": {LATENCY, ERRORS},
-    "code-contract-break": {ERRORS},
-    "config-bad-timeout": {ERRORS},
-    "config-wrong-endpoint": {ERRORS} | NOT_SERVING,  # a readiness check may catch it first
-    "config-feature-flag": {LATENCY, ERRORS},
-    "config-pool-size": {ERRORS},  # pages that need more connections than the pool holds fail
-    "config-env-removed": {ERRORS, "KubePodCrashLooping"} | NOT_SERVING,
-    "manifest-memory-limit": {"KubeContainerOOMKilled"},
-    "manifest-readiness-probe": NOT_SERVING,
-    "manifest-service-selector": {ERRORS},
-    "manifest-target-port": {ERRORS},
-    "manifest-replicas-cut": {ERRORS},
-    "manifest-zone-affinity": {"KubePodPending", "KubeDeploymentRolloutStuck"},
-}
 
 
 # -- the app and its source tree ------------------------------------------------------------------
@@ -217,20 +205,47 @@ def test_build_runs_the_unit_tests(app: AppSpec) -> None:
 def test_catalogue_covers_every_change_induced_kind(app: AppSpec) -> None:
     kinds = Counter(c.fault.kind for c in FAULTY if c.fault)
     assert len(FAULTY) >= 12 and len(CATALOGUE) - len(FAULTY) >= 36
-    assert set(kinds) == CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS
+    elsewhere = set(NOT_CURATED["hotel"])
+    assert set(kinds) == (CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS) - elsewhere
+    for kind in elsewhere:
+        assert any(c.fault and c.fault.kind == kind for a in ("shop", "social") for c in load_catalogue(APPS_DIR / a)), kind
+    assert set(EXPECTED_ALERTS) == CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS
     authors = Counter(c.author for c in CATALOGUE)
     assert len(authors) >= 8  # many hands, as in a real team
+    by_id = {c.id: c for c in CATALOGUE}
     for c in FAULTY:
         tag = c.fault
         assert tag is not None and tag.service in app.code_services(), c.id
-        if tag.kind in CODE_KINDS:
+        if tag.kind == "code-dependency-bump":
+            # the pin and the vendored library together, as a dependency bot opens it; the
+            # service's own code is untouched, and it imports the library
+            lib = signature_file(c)
+            assert c.edits[0].file == "services/requirements.txt" and lib and lib.startswith("services/"), c.id
+            assert lib != f"services/{tag.service}.py" and all(e.file in (c.edits[0].file, lib) for e in c.edits), c.id
+            module = Path(lib).stem
+            assert f"from {module} import" in (APP_ROOT / "services" / f"{tag.service}.py").read_text(), c.id
+        elif tag.kind in CODE_KINDS:
             assert tag.signature and c.edits[0].file == f"services/{tag.service}.py", c.id
+            assert signature_file(c) == f"services/{tag.service}.py", c.id
         elif tag.kind in CONFIG_KINDS:
             assert tag.key and c.edits[0].file == f"config/{tag.service}.yaml", c.id
             assert (tag.value is None) == (tag.kind == "config-env-removed"), c.id
+            if tag.kind == "config-percentage-rollout":
+                assert tag.value and 0 < float(tag.value) < 100, c.id  # a share of the users, not all
         else:
             assert tag.object in ("Deployment", "Service") and tag.field and tag.value, c.id
             assert c.edits[0].file == f"manifests/{tag.service}.yaml", c.id
+            if tag.kind == "manifest-image-tag":
+                assert tag.object == "Deployment" and tag.value.startswith(f"{NS}/{tag.service}:"), c.id
+            if tag.kind == "manifest-hotfix-undone":
+                # its trigger: a benign change of the same service, whose routine deploy
+                # re-renders the Deployment from the repository
+                trigger = by_id.get(tag.trigger or "")
+                assert tag.object == "Deployment" and trigger is not None and not trigger.faulty, c.id
+                assert {e.file for e in trigger.edits} & {f"config/{tag.service}.yaml",
+                                                         f"manifests/{tag.service}.yaml"}, c.id
+            else:
+                assert tag.trigger is None, c.id
         # nothing in the message gives the fault away
         assert not any(word in c.message.lower() for word in ("fault", "bug", "break", "inject")), c.id
 
@@ -242,9 +257,18 @@ def test_change_applies_to_a_fresh_repo_and_builds(app: AppSpec, change: Curated
         assert _matches(files[e.file], e.find) == 1, f"{e.file}: the text this change edits is not unique"
     changed = _apply(files, change)
     assert changed is not None, "does not apply"
-    if change.fault and change.fault.signature:
-        path = change.edits[0].file
+    path = signature_file(change)
+    if change.fault and change.fault.signature and path:  # (a dependency bump's: the vendored module's)
         assert change.fault.signature not in files[path] and change.fault.signature in changed[path]
+    if change.fault and change.fault.kind == "code-dependency-bump":
+        # the pin moves, and the vendored module says the version it is pinned to
+        import re
+
+        module = Path(path or "").stem
+        pin = re.compile(rf"^{re.escape(module)}==(\S+)$", re.M)
+        old, new = pin.search(files["services/requirements.txt"]), pin.search(changed["services/requirements.txt"])
+        assert old and new and old[1] != new[1], f"{module}'s pin does not move"
+        assert f'__version__ = "{old[1]}"' in files[path or ""] and f'__version__ = "{new[1]}"' in changed[path or ""]
     if change.fault and change.fault.kind in CONFIG_KINDS:
         import yaml
 
@@ -280,8 +304,9 @@ def test_healthy_run_meets_every_slo_and_stays_quiet(app: AppSpec, tmp_path: Pat
         for svc in app.services:
             if twin.metric(svc, "requests_per_second") > 0:
                 assert twin.metric(svc, "error_ratio") == 0, f"{svc} fails requests at {twin.clock.now}"
-                if slo[svc]:
-                    assert twin.metric(svc, "latency_p99_ms") <= slo[svc], f"{svc} misses its SLO at {twin.clock.now}"
+                p99_slo = slo[svc]
+                if p99_slo:
+                    assert twin.metric(svc, "latency_p99_ms") <= p99_slo, f"{svc} misses its SLO at {twin.clock.now}"
     assert twin.fired[warm:] == [], "alerts fired on a healthy app"
     want = sum(spec.replicas for spec in app.services.values())
     pods = twin.pods()
@@ -331,7 +356,12 @@ def test_faulty_change_pages_and_its_revert_clears(app: AppSpec, change: Curated
     assert not twin.firing(), f"the twin is not healthy before the change: {twin.firing()}"
 
     baseline = {svc: sum(twin.cluster.metrics.window(NS, svc, "requests_per_second", 4)) / 4 for svc in app.services}
-    change_id = twin.ship(change)
+    if tag.kind == "manifest-hotfix-undone":
+        fired = len(twin.fired)
+        change_id = ship_hotfixed_then_trigger(twin, NS, change, CATALOGUE,
+                                               lambda: bool(twin.firing()) or len(twin.fired) > fired)
+    else:
+        change_id = twin.ship(change)
     blast_radius = _blast_radius(app, tag.kind, tag.service)
     expected = EXPECTED_ALERTS[tag.kind]
 
@@ -347,8 +377,17 @@ def test_faulty_change_pages_and_its_revert_clears(app: AppSpec, change: Curated
         assert any(twin.metric(s, "error_ratio") > 0 for s in app.callers_of(tag.service))
     if tag.kind == "code-retry-storm":  # the storm multiplies the calls into a dependency
         assert any(twin.metric(s, "requests_per_second") >= 3 * baseline[s] for s in app.services[tag.service].calls)
+    if tag.kind == "manifest-image-tag":  # the new pod waits on its image; the old ones serve on
+        waiting = {(cs.get("state", {}).get("waiting") or {}).get("reason") for p in twin.pods()
+                   if p["metadata"]["labels"].get("app") == tag.service for cs in p["status"].get("containerStatuses") or []}
+        assert waiting & {"ErrImagePull", "ImagePullBackOff"}, waiting
+        assert twin.metric(tag.service, "ready_pods") >= 1 and twin.metric(tag.service, "error_ratio") == 0
+    if tag.kind in ("code-dependency-bump", "config-percentage-rollout"):  # only some requests fail
+        assert 0 < twin.metric(tag.service, "error_ratio") < 0.9
     if tag.kind == "code-memory-leak":  # it grew to the limit before the kill
-        container = twin.store.get("Deployment", NS, tag.service)["spec"]["template"]["spec"]["containers"][0]
+        deployment = twin.store.get("Deployment", NS, tag.service)
+        assert deployment is not None
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
         limit = memory_bytes(container["resources"]["limits"]["memory"])
         assert max(twin.cluster.metrics.window(NS, tag.service, "memory_bytes", 40)) > 0.9 * limit
 
@@ -358,3 +397,24 @@ def test_faulty_change_pages_and_its_revert_clears(app: AppSpec, change: Curated
     assert settled is not None, f"not quiet after the revert: {twin.firing()}; fired since: {twin.fired[reverted_at:]}"
     assert all(pod_is_ready(p) for p in twin.pods())
     assert twin.metric(tag.service, "ready_pods") == app.services[tag.service].replicas
+
+
+def test_dns_degraded_pages_the_callers_and_the_resolver_option_clears_it(app: AppSpec, tmp_path: Path) -> None:
+    """dependency-dns-degraded (injected, no curated change): a share of lookups lost cluster-wide
+    pages on the services that call others, never on one only called; the serial-resolver option
+    on every calling deployment clears it, while the race goes on."""
+    twin = HotelTwin(app, tmp_path / "repos")
+    twin.tick(WARMUP_TICKS + 10)
+    assert not twin.firing()
+    callers = {s for s, spec in app.services.items() if spec.calls}
+    twin.cluster.network.dns_race_share[NS] = 0.05  # what DnsDegraded.inject sets
+    after = twin.tick_until(40, lambda: any(n in DNS_DEGRADED_ALERTS and s in callers for n, s in twin.firing()))
+    assert after is not None, f"no {sorted(DNS_DEGRADED_ALERTS)} on a caller; fired: {twin.fired}"
+    assert not {(n, s) for n, s in twin.firing() if s and s not in callers}, "a service only called paged"
+    assert all(twin.metric(s, "error_ratio") == 0 for s in app.services if s not in callers)
+    assert 0 < twin.metric("frontend", "error_ratio") < 0.6  # partial: most lookups still answer
+    reverted_at = len(twin.fired)
+    patch_serial_resolver(twin, NS, callers)
+    settled = twin.settle(80, quiet=20)
+    assert settled is not None, f"not quiet after the repair: {twin.firing()}; fired since: {twin.fired[reverted_at:]}"
+    assert NS in twin.cluster.network.dns_race_share and all(pod_is_ready(p) for p in twin.pods())

@@ -19,7 +19,19 @@ from typing import Any, Optional
 
 import pytest
 import yaml
-from support.apps import CODE_KINDS, CONFIG_KINDS, MANIFEST_KINDS, source_files
+from support.apps import (
+    CODE_KINDS,
+    CONFIG_KINDS,
+    DNS_DEGRADED_ALERTS,
+    EXPECTED_ALERTS,
+    MANIFEST_KINDS,
+    NOT_CURATED,
+    fix_forward,
+    patch_serial_resolver,
+    ship_hotfixed_then_trigger,
+    signature_file,
+    source_files,
+)
 from support.twins import AppTwin
 
 from pytest_sremarathon.alerts.engine import AlertEngine
@@ -249,19 +261,41 @@ def test_benign_changes_keep_it_quiet(tmp_path: Path) -> None:
 def test_catalogue_covers_every_change_kind() -> None:
     registry = builtin_registry()
     kinds = {c.fault.kind for c in FAULTY if c.fault}
-    assert CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS <= kinds
+    elsewhere = set(NOT_CURATED["social"])
+    assert (CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS) - elsewhere <= kinds
+    for kind in elsewhere:
+        assert any(c.fault and c.fault.kind == kind for a in ("shop", "hotel") for c in load_catalogue(APPS_DIR / a)), kind
+    assert kinds <= set(EXPECTED_ALERTS), "a kind without the page it promises"
     assert len(FAULTY) >= 12 and len(BENIGN) >= 36
+    by_id = {c.id: c for c in CATALOGUE}
     for c in FAULTY:
         tag = c.fault
         assert tag is not None and tag.kind in registry, c.id
         assert tag.service in APP.services, c.id
         if tag.kind in CODE_KINDS:
             assert tag.signature and c.edits[0].file == f"services/{tag.service}.py", c.id
+            assert signature_file(c) == f"services/{tag.service}.py", c.id
+            assert tag.object is None and tag.field is None, c.id
+            if tag.kind == "code-schema-migration":
+                # the service reads and writes records in a datastore, and a known fix forward exists
+                assert any(APP.services[ds].datastore for ds in APP.services[tag.service].calls), c.id
+                assert fix_forward(c), c.id
         elif tag.kind in CONFIG_KINDS:
             assert tag.key and all(e.file == f"config/{tag.service}.yaml" for e in c.edits), c.id
+            if tag.kind == "config-percentage-rollout":
+                assert tag.value and 0 < float(tag.value) < 100, c.id  # a share of the users, not all
         else:
             assert tag.object in ("Deployment", "Service") and tag.field, c.id
             assert all(e.file == f"manifests/{tag.service}.yaml" for e in c.edits), c.id
+            if tag.kind == "manifest-image-tag":
+                assert tag.object == "Deployment" and (tag.value or "").startswith(f"{NS}/{tag.service}:"), c.id
+            if tag.kind == "manifest-hotfix-undone":
+                trigger = by_id.get(tag.trigger or "")
+                assert tag.object == "Deployment" and trigger is not None and not trigger.faulty, c.id
+                assert {e.file for e in trigger.edits} & {f"config/{tag.service}.yaml",
+                                                         f"manifests/{tag.service}.yaml"}, c.id
+            else:
+                assert tag.trigger is None, c.id
 
 
 @pytest.mark.parametrize("change", CATALOGUE, ids=lambda c: c.id)
@@ -273,8 +307,16 @@ def test_change_applies_and_builds(change: CuratedChange) -> None:
     if tag is None:
         return
     if tag.kind in CODE_KINDS:
-        path = change.edits[0].file
-        assert tag.signature in files[path] and tag.signature not in base[path]
+        path = signature_file(change)  # (a dependency bump's: the vendored module's, not requirements.txt)
+        assert path and tag.signature and tag.signature in files[path] and tag.signature not in base[path]
+        if tag.kind == "code-schema-migration":  # its fix forward builds too, and no longer holds the faulty reader
+            fixed = dict(base)
+            for file, find, replace in fix_forward(change):
+                edited = apply_edit(fixed[file], find, replace)
+                assert edited is not None
+                fixed[file] = edited
+            build(APP, fixed)
+            assert tag.signature not in fixed[path or ""]
     elif tag.kind in CONFIG_KINDS:
         before = yaml.safe_load(base[f"config/{tag.service}.yaml"])
         after = yaml.safe_load(files[f"config/{tag.service}.yaml"])
@@ -329,9 +371,13 @@ def test_faulty_change_shows_and_revert_clears_it(tmp_path: Path, healthy: Healt
     twin.tick(WARMUP_TICKS)
     assert not symptoms(twin, healthy.max_rps), "the twin is not healthy before the change"
 
-    record = twin.pipelines.commit_edits(NS, [(e.file, e.find, e.replace) for e in change.edits], change.message,
-                                         change.author)
-    twin.pipelines.deploy(NS, "HEAD", "orchestrator")
+    if tag.kind == "manifest-hotfix-undone":
+        # hot-fixed live at once; the routine deploy of its trigger twenty minutes later undoes that
+        change_id = ship_hotfixed_then_trigger(twin, NS, change, CATALOGUE, lambda: bool(symptoms(twin, healthy.max_rps)))
+    else:
+        change_id = twin.pipelines.commit_edits(NS, [(e.file, e.find, e.replace) for e in change.edits],
+                                                change.message, change.author).id
+        twin.pipelines.deploy(NS, "HEAD", "orchestrator")
 
     if tag.kind == "manifest-zone-affinity":
         # Latent by design: the pods move into one zone, and only a failure of that zone shows it.
@@ -340,21 +386,35 @@ def test_faulty_change_shows_and_revert_clears_it(tmp_path: Path, healthy: Healt
         pinned = {twin.cluster.network.node_zone[p["spec"]["nodeName"]] for p in twin.pods(tag.service)}
         assert pinned == {zone}, f"{tag.service} pods are in {pinned}, not pinned to {zone}"
         assert _zone_outage_kills(twin, tag.service, zone), f"{zone} outage leaves {tag.service} serving"
-        twin.pipelines.revert(NS, record.id, "orchestrator")
+        twin.pipelines.revert(NS, change_id, "orchestrator")
         twin.tick(10)
         assert not _zone_outage_kills(twin, tag.service, zone), f"after the revert a {zone} outage still kills it"
         return
 
+    # the page the kind promises, near the service (a retry storm at night: its amplification)
+    expected = EXPECTED_ALERTS[tag.kind] | ({"RequestRateAmplified"} if tag.kind == "code-retry-storm" else set())
+    impact = _impact(tag.service)
     seen: set[tuple[str, str]] = set()
     for _ in range(MAX_FAULT_TICKS):
         twin.tick()
-        seen = symptoms(twin, healthy.max_rps)
-        if seen:
+        seen |= symptoms(twin, healthy.max_rps)
+        if any(name in expected and svc in impact for name, svc in seen):
             break
-    assert seen, f"{change.id} ({tag.kind}) showed nothing in {MAX_FAULT_TICKS * TICK / 3600:.0f} virtual hours"
-    assert {svc for _, svc in seen} & _impact(tag.service), f"symptoms {seen} are nowhere near {tag.service}"
+    assert any(name in expected and svc in impact for name, svc in seen), \
+        f"{change.id} ({tag.kind}): no {sorted(expected)} on {sorted(impact)} in " \
+        f"{MAX_FAULT_TICKS * TICK / 3600:.0f} virtual hours; seen: {sorted(seen)}"
 
-    twin.pipelines.revert(NS, record.id, "orchestrator")
+    twin.pipelines.revert(NS, change_id, "orchestrator")
+    if tag.kind == "code-schema-migration":
+        # The revert is no repair: the old code cannot read the records the new one wrote.
+        twin.tick(20)
+        assert twin.mean(tag.service, "error_ratio") > 0.05, "the old code reads the new records"
+        assert (EXPECTED_ALERTS[tag.kind] & {name for name, svc in symptoms(twin, healthy.max_rps) if svc in impact}), \
+            "the revert of a schema migration cleared its page"
+        # The documented repair: fix forward, a version that reads both layouts.
+        twin.pipelines.commit_edits(NS, fix_forward(change), f"{tag.service}: read both bucket layouts",
+                                    "Sam Okoro <sam@social.example>")
+        twin.pipelines.deploy(NS, "HEAD", "orchestrator")
     streak = 0
     for _ in range(MAX_CLEAR_TICKS):
         twin.tick()
@@ -362,7 +422,8 @@ def test_faulty_change_shows_and_revert_clears_it(tmp_path: Path, healthy: Healt
         streak = 0 if left else streak + 1
         if streak >= CLEAR_STREAK:
             break
-    assert streak >= CLEAR_STREAK, f"the revert of {change.id} did not clear {left}"
+    repair = "fix forward" if tag.kind == "code-schema-migration" else "revert"
+    assert streak >= CLEAR_STREAK, f"the {repair} of {change.id} did not clear {left}"
 
 
 def test_retry_storm_saturates_the_cache_at_peak(tmp_path: Path) -> None:
@@ -383,3 +444,31 @@ def test_retry_storm_saturates_the_cache_at_peak(tmp_path: Path) -> None:
         if ("ServiceLatencySLOBurn", "home-timeline") in twin.firing():
             break
     assert ("ServiceLatencySLOBurn", "home-timeline") in twin.firing()
+
+
+def test_dns_degraded_pages_the_callers_and_the_resolver_option_clears_it(tmp_path: Path, healthy: Healthy) -> None:
+    """dependency-dns-degraded (injected, no curated change): a share of lookups lost cluster-wide
+    pages on the services that call others, never on one only called; the serial-resolver option
+    on every calling deployment clears it, while the race goes on."""
+    twin = Twin(tmp_path)
+    twin.tick(WARMUP_TICKS)
+    assert not symptoms(twin, healthy.max_rps)
+    callers = {s for s, spec in APP.services.items() if spec.calls}
+    twin.cluster.network.dns_race_share[NS] = 0.05  # what DnsDegraded.inject sets
+    for _ in range(40):
+        twin.tick()
+        if any(n in DNS_DEGRADED_ALERTS and s in callers for n, s in twin.firing()):
+            break
+    assert any(n in DNS_DEGRADED_ALERTS and s in callers for n, s in twin.firing()), twin.firing()
+    assert not {(n, s) for n, s in twin.firing() if s not in callers}, "a service only called paged"
+    assert all(twin.mean(s, "error_ratio") == 0 for s in APP.services if s not in callers)
+    patch_serial_resolver(twin, NS, callers)
+    streak = 0
+    for _ in range(MAX_CLEAR_TICKS):
+        twin.tick()
+        left = symptoms(twin, healthy.max_rps)
+        streak = 0 if left else streak + 1
+        if streak >= CLEAR_STREAK:
+            break
+    assert streak >= CLEAR_STREAK, f"the resolver option did not clear {left}"
+    assert NS in twin.cluster.network.dns_race_share and all(pod_is_ready(p) for p in twin.pods())
