@@ -91,8 +91,10 @@ def test_every_tool_against_the_twin_is_recorded_like_the_agents_own_requests(tm
     assert "diff --git" in seen["pipeline_diff"][1] or "@@" in seen["pipeline_diff"][1]
     assert "Forbidden" in seen["kubectl_denied"][1] and "no-delete-namespace" in seen["kubectl_denied"][1]
     assert seen["pipeline_revert"][0]  # an unknown change: the pipeline's own error, as text
-    for tool in ("traces_search", "trace_get"):  # no Jaeger query API on this backend yet: a clear error
-        assert seen[tool][0] and "JAEGER_URL" in seen[tool][1]
+    # the twin's Jaeger query API: the cart's traces, one of them span by span, an unknown id an error
+    assert not seen["traces_search"][0] and "cart.shop" in seen["traces_search"][1]
+    assert not seen["trace_get"][0] and "cart.shop" in seen["trace_get"][1]
+    assert seen["trace_unknown"][0] and "not found" in seen["trace_unknown"][1]
     # the step's report is what it submitted
     assert [f["incident"] for f in first["report"]["findings"]] == ["probe"]
     assert [c["incident"] for c in first["report"]["claims"]] == ["probe"]

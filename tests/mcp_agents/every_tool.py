@@ -42,8 +42,11 @@ async def main() -> None:
         await call("promql_query_range", "promql_query_range", query='sum(rate(http_requests_total{namespace="shop"}[5m]))',
                    step="5m")
         await call("alerts", "alerts", status="all")
-        await call("traces_search", "traces_search", service="cart")
-        await call("trace_get", "trace_get", trace_id="0123456789abcdef")
+        found = json.loads(await call("traces_search", "traces_search", service="service:shop/cart", lookback="40m")
+                           or "[]")
+        trace_id = found[0]["trace_id"] if isinstance(found, list) and found else "0123456789abcdef"
+        await call("trace_get", "trace_get", trace_id=trace_id)
+        await call("trace_unknown", "trace_get", trace_id="0123456789abcdef")
         await call("pipeline_changes", "pipeline_changes", app="shop", limit=3)
         await call("pipeline_diff", "pipeline_diff", app="shop", change=f"change:{changes[-1]['id']}")
         await call("pipeline_status", "pipeline_status", app="shop")
