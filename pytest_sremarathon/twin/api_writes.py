@@ -35,6 +35,11 @@ from .api_common import (
 
 log = logging.getLogger(__name__)
 
+#: Kinds whose DELETE answers with the deleted object rather than a ``Status`` (the real
+#: registries' ``ReturnDeletedObject: true``): typed clients decode the answer as that kind (the
+#: Python client's ``delete_namespaced_service`` as a ``V1Service``, which a ``Status`` fails).
+RETURNS_DELETED_OBJECT = frozenset({"Pod", "Service"})
+
 
 class ObjectWrites:
     """The write handlers of :class:`~.apiserver.ApiServer`."""
@@ -124,7 +129,8 @@ class ObjectWrites:
 
     @staticmethod
     def _forbidden(rt: ResourceType, name: Optional[str], decision: Decision) -> ApiError:
-        return ApiError(403, "Forbidden", decision.message or "forbidden", kind=rt.plural, name=name or "")
+        return ApiError(403, "Forbidden", decision.message or "forbidden", kind=rt.plural, name=name or "",
+                        group=rt.group)
 
     def _rv_unchanged(self, rt: ResourceType, ns: Optional[str], name: str, rv: Optional[str]) -> Callable[[], bool]:
         def check() -> bool:
@@ -174,7 +180,7 @@ class ObjectWrites:
             oname = obj["metadata"].get("name")
             if oname and self.store.get(rt.kind, ns, oname) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rt)} "{oname}" already exists',
-                               kind=rt.plural, name=oname)
+                               kind=rt.plural, name=oname, group=rt.group)
 
             def commit() -> tuple[int, bytes]:
                 created = self.store.create(obj)
@@ -505,7 +511,7 @@ class ObjectWrites:
                             self._cascade(md["uid"], md.get("namespace"), False)
 
     def _delete_response(self, rt: ResourceType, deleted: dict[str, Any]) -> bytes:
-        if rt.kind == "Pod":
+        if rt.kind in RETURNS_DELETED_OBJECT:
             return dumps(deleted)
         md = deleted["metadata"]
         details = {"name": md["name"], "group": rt.group, "kind": rt.plural, "uid": md.get("uid", "")}

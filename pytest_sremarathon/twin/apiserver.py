@@ -188,7 +188,7 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
         except Stream:
             raise
         except ApiError as e:
-            return e.code, JSON, dumps(e.status())
+            return e.code, JSON, dumps(e.status()) + b"\n"  # Go's json.Encoder ends the body so
         except (BrokenPipeError, ConnectionResetError):
             raise
         except Exception as e:  # pragma: no cover - defensive: never kill the connection thread silently
