@@ -133,7 +133,7 @@ class Controllers:
         new_rs = next((rs for rs in rss if rs["metadata"]["labels"].get("pod-template-hash") == h), None)
         max_rev = max((int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in rss), default=0)
         if spec.get("paused"):
-            self._update_deployment_status(d, rss, new_rs, now)
+            self._update_deployment_status(d, rss, new_rs, now, self._sync_revision(d, new_rs))
             return
         if new_rs is None:
             new_rs = self._create_replicaset(d, h, max_rev + 1, 0 if rss else desired)
@@ -151,7 +151,21 @@ class Controllers:
             self._roll(d, new_rs, old, desired, strategy.get("rollingUpdate") or {})
         self._prune_history(d, old)
         live = [rs for rs in rss if self.store.get("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"]) is rs]
-        self._update_deployment_status(d, live, new_rs, now)
+        self._update_deployment_status(d, live, new_rs, now, self._sync_revision(d, new_rs))
+
+    @staticmethod
+    def _sync_revision(d: dict[str, Any], new_rs: dict[str, Any] | None) -> bool:
+        """The Deployment carries its newest ReplicaSet's revision (the real controller's
+        ``SetDeploymentRevision``): scripts and agents read it, ``kubectl rollout undo`` does
+        not but ``rollout history`` lists what it counts. True if it changed (not yet published)."""
+        if new_rs is None:
+            return False
+        revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+        annotations = d["metadata"].setdefault("annotations", {})
+        if revision is None or annotations.get(REVISION) == revision:
+            return False
+        annotations[REVISION] = revision
+        return True
 
     def _copy_change_cause(self, d: dict[str, Any], rs: dict[str, Any]) -> None:
         cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
@@ -238,7 +252,7 @@ class Controllers:
             self.store.delete("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"])
 
     def _update_deployment_status(self, d: dict[str, Any], rss: list[dict[str, Any]], new_rs: dict[str, Any] | None,
-                                  now: datetime) -> None:
+                                  now: datetime, changed: bool = False) -> None:
         desired = int(d["spec"].get("replicas", 1))
         total = sum(int(rs.get("status", {}).get("replicas", 0)) for rs in rss)
         ready = sum(int(rs.get("status", {}).get("readyReplicas", 0)) for rs in rss)
@@ -290,7 +304,7 @@ class Controllers:
                 self.events.record(d, "Warning", "ProgressDeadlineExceeded",
                                    f'Deployment "{d["metadata"]["name"]}" exceeded its progress deadline',
                                    "deployment-controller")
-        if status != before:
+        if changed or status != before:
             self.store.touch(d)
 
     # -- replica sets ----------------------------------------------------------------------
