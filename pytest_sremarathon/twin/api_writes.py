@@ -46,6 +46,9 @@ class ObjectWrites:
 
     store: Store
     admission: Admission
+    # Called under the store lock with each object a committed write changed or deleted: the
+    # twin's controllers react in the same virtual moment, as a real cluster's watches do.
+    on_write: Optional[Callable[[dict[str, Any]], None]] = None
 
     # Defined by the API server: serialisation and selection the writes answer with.
     def _obj_json(self, obj: dict[str, Any]) -> bytes:
@@ -99,12 +102,24 @@ class ObjectWrites:
                     if not p.valid():
                         continue
                     status, payload = p.commit()
+                    self._react(p.after)
             except ApiError as e:
                 self._record(req, decision, e.code)
                 raise
             self._record(req, decision, status)
             return status, JSON, payload
         raise conflict(rt, name or "", "the object is being modified too often; please try again")
+
+    def _react(self, obj: Any) -> None:
+        """Hand what a write committed to :attr:`on_write` (each item of a deletecollection)."""
+        if self.on_write is None or not isinstance(obj, dict):
+            return
+        items = obj.get("items") or [] if str(obj.get("kind", "")).endswith("List") else [obj]
+        for item in items:
+            try:
+                self.on_write(item)
+            except Exception:  # pragma: no cover - a controller's failure must not fail the write
+                log.exception("reacting to a write of %s failed", item.get("kind"))
 
     def _authorize_secret_read(self, ctx: Ctx, rt: ResourceType, ns: Optional[str], name: Optional[str],
                                watch: bool) -> None:

@@ -63,6 +63,7 @@ import socket
 import ssl
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from http import HTTPStatus
 from typing import Any, Optional, Protocol
@@ -108,9 +109,11 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
-                 runtime: Optional[PodRuntime] = None) -> None:
+                 runtime: Optional[PodRuntime] = None,
+                 on_write: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         super().__init__("apiserver", host, port)
         self.store = store
+        self.on_write = on_write  # the controllers' reaction to a committed write (ObjectWrites)
         self.runtime = runtime  # the containers exec and attach run in (None: they answer 400)
         self.tokens = dict(tokens)
         self.admission = admission

@@ -119,6 +119,48 @@ class Controllers:
         if self.store.resource_version == before:
             self._idle[uid] = inputs
 
+    # -- reacting to an API write -----------------------------------------------------------
+    def react(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """An API write changed (or deleted) ``obj``: reconcile now what a real controller's
+        watch would have queued at once — the Deployment it is or belongs to, that Deployment's
+        ReplicaSets, the ReplicaSet of a Pod — instead of waiting for the next tick; nothing
+        else (agent writes are rare, a tick's full pass is not). Returns the ReplicaSets
+        reconciled: their new pods are for the scheduler. Call with the store lock held."""
+        kind, md = obj.get("kind"), obj.get("metadata") or {}
+        ns = md.get("namespace")
+        owner: dict[str, Any] | None = obj
+        if kind == "Pod":
+            owner = self._live_owner(obj, "ReplicaSet")
+        if owner is not None and owner.get("kind") == "ReplicaSet":
+            owner = self._live_owner(owner, "Deployment") or owner
+        if owner is None:
+            return []
+        if owner.get("kind") == "ReplicaSet":
+            rs = self.store.get("ReplicaSet", ns, owner["metadata"]["name"])
+            if rs is None:
+                return []
+            self.reconcile_replicaset(rs)
+            return [rs]
+        if owner.get("kind") != "Deployment":
+            return []
+        d = self.store.get("Deployment", ns, owner["metadata"]["name"])
+        if d is None:
+            return []
+        self.reconcile_deployment(d)
+        rss = self._owned_replicasets(d)
+        for rs in rss:
+            self.reconcile_replicaset(rs)
+        self.reconcile_deployment(d, rss)  # the ReplicaSets' new status reaches the Deployment
+        return rss
+
+    def _live_owner(self, obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+        """The object's controlling owner of ``kind``, if it still exists (same uid)."""
+        ref = controller_of(obj)
+        if not ref or ref.get("kind") != kind:
+            return None
+        owner = self.store.get(kind, obj["metadata"].get("namespace"), ref["name"])
+        return owner if owner is not None and owner["metadata"]["uid"] == ref.get("uid") else None
+
     # -- deployments -----------------------------------------------------------------------
     def _owned_replicasets(self, d: dict[str, Any]) -> list[dict[str, Any]]:
         ns = d["metadata"]["namespace"]
