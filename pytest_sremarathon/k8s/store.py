@@ -40,6 +40,7 @@ class ResourceType:
 
 
 _ALL = ("all",)
+_AUTHZ = "authorization.k8s.io"
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
     ResourceType("", "v1", "nodes", "node", "Node", False, ("no",)),
@@ -51,7 +52,14 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceType("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), categories=_ALL),
     ResourceType("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), categories=_ALL),
+    # Reviews are asked, never stored: a POST answers (twin/api_access.py), nothing else is served.
+    ResourceType(_AUTHZ, "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
+                 False, verbs=("create",)),
+    ResourceType(_AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
+                 False, verbs=("create",)),
 )
+#: The review kinds: answered on create, never stored.
+REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
 BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}
 
 

@@ -5,6 +5,8 @@
 * discovery (``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/{g}/{v}``), OpenAPI v3
   (``/openapi/v3`` …), a minimal protobuf OpenAPI v2 (for kubectl ≤ 1.28's validation check)
   and ``metrics.k8s.io/v1beta1`` for ``kubectl top``;
+* access reviews (``SelfSubjectAccessReview``, ``SelfSubjectRulesReview``) answered by the policy
+  point (see :mod:`.api_access`);
 * CRUD for every type in :data:`RESOURCE_TYPES`: list (label/field selectors, ``limit`` and
   ``continue``, cluster-wide), get, create, update (``resourceVersion`` conflicts), delete
   (with ``ownerReferences`` cascade and DeleteOptions preconditions), deletecollection, and
@@ -70,10 +72,11 @@ from typing import Any, Optional, Protocol
 from urllib.parse import parse_qsl, unquote
 
 from ..k8s.selectors import field_predicate, label_predicate
-from ..k8s.store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
+from ..k8s.store import BY_KIND, RESOURCE_TYPES, REVIEW_KINDS, ApiError, ResourceType, Store, iso
 from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
 from ..serving.loopback import LoopbackServer
 from . import defaults, openapi, tables
+from .api_access import AccessReviews
 from .api_common import (
     JSON,
     Ctx,
@@ -105,7 +108,7 @@ class ClusterTelemetry(Protocol):
     def node_usage(self, node: str) -> tuple[int, int]: ...
 
 
-class ApiServer(PodExec, ObjectWrites, LoopbackServer):
+class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
@@ -236,6 +239,10 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise no_such_path()
+        if rt.kind in REVIEW_KINDS:
+            if ctx.method == "POST" and name is None and not watch:
+                return self._review(ctx, rt)
+            raise method_not_allowed()
         if rt.plural == "secrets" and ctx.method == "GET" and sub is None:
             self._authorize_secret_read(ctx, rt, ns, name, watch)
         if watch or (sub is None and ctx.method == "GET" and truthy(ctx.query.get("watch"))):
