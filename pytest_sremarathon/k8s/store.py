@@ -40,6 +40,7 @@ class ResourceType:
 
 
 _ALL = ("all",)
+_RBAC = "rbac.authorization.k8s.io"
 _AUTHZ = "authorization.k8s.io"
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
@@ -52,6 +53,14 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceType("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), categories=_ALL),
     ResourceType("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), categories=_ALL),
+    ResourceType("", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController", True, ("rc",),
+                 categories=_ALL),
+    ResourceType(_RBAC, "v1", "roles", "role", "Role", True),
+    ResourceType(_RBAC, "v1", "rolebindings", "rolebinding", "RoleBinding", True),
+    ResourceType(_RBAC, "v1", "clusterroles", "clusterrole", "ClusterRole", False),
+    ResourceType(_RBAC, "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", False),
+    ResourceType("apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", False,
+                 categories=("api-extensions",)),
     # Reviews are asked, never stored: a POST answers (twin/api_access.py), nothing else is served.
     ResourceType(_AUTHZ, "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
                  False, verbs=("create",)),

@@ -420,8 +420,7 @@ class ObjectWrites:
                 "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                              if k in md},
                 "spec": {"replicas": int(spec.get("replicas") or 0)},
-                "status": {"replicas": int(status.get("replicas") or 0),
-                           "selector": selector_string(spec.get("selector")).replace("<none>", "")}}
+                "status": {"replicas": int(status.get("replicas") or 0), "selector": _scale_selector(obj)}}
 
     def _get_scale(self, ctx: Ctx, rt: ResourceType, ns: Optional[str], name: str) -> tuple[int, str, bytes]:
         with self.store.lock:
@@ -598,3 +597,11 @@ class ObjectWrites:
                          lambda obj: dumps(status_success(201)))
 
         return self._mutate(ctx, "evict", rt, ns, name, "eviction", plan)
+
+
+def _scale_selector(obj: dict[str, Any]) -> str:
+    """A Scale's ``status.selector``: a ReplicationController's selector is a plain label map."""
+    selector = (obj.get("spec") or {}).get("selector")
+    if obj.get("kind") == "ReplicationController":
+        return ",".join(f"{k}={v}" for k, v in sorted((selector or {}).items()))
+    return selector_string(selector).replace("<none>", "")

@@ -279,7 +279,7 @@ class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
             if m == "PATCH":
                 return self._patch(ctx, rt, ns, name, subresource="status")
             raise method_not_allowed()
-        if sub == "scale" and rt.kind in ("Deployment", "ReplicaSet"):
+        if sub == "scale" and rt.kind in openapi.SCALE_KINDS:
             if m == "GET":
                 return self._get_scale(ctx, rt, ns, name)
             if m in ("PUT", "PATCH"):

@@ -32,7 +32,9 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 EVICTION_SECONDS = 300  # default tolerationSeconds for the not-ready/unreachable taints
-INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod")  # all that the workload controllers read
+INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod", "ReplicationController")  # all that the workload controllers read
+#: Kinds that keep a number of pods from a template (the ReplicaSet controller's loop serves both).
+POD_OWNERS = ("ReplicaSet", "ReplicationController")
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 NEVER = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -100,7 +102,7 @@ class Controllers:
             quiet_until = min(quiet_until, due)
             self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)  # noqa: B023
         pods = _by_controller(self.store.list("Pod"))
-        for rs in list(self.store.list("ReplicaSet")):
+        for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             owned = pods.get(rs["metadata"]["uid"], [])
             self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
         self.collect_garbage()
@@ -130,13 +132,13 @@ class Controllers:
         ns = md.get("namespace")
         owner: dict[str, Any] | None = obj
         if kind == "Pod":
-            owner = self._live_owner(obj, "ReplicaSet")
+            owner = self._live_owner(obj, "ReplicaSet") or self._live_owner(obj, "ReplicationController")
         if owner is not None and owner.get("kind") == "ReplicaSet":
             owner = self._live_owner(owner, "Deployment") or owner
         if owner is None:
             return []
-        if owner.get("kind") == "ReplicaSet":
-            rs = self.store.get("ReplicaSet", ns, owner["metadata"]["name"])
+        if owner.get("kind") in POD_OWNERS:
+            rs = self.store.get(owner["kind"], ns, owner["metadata"]["name"])
             if rs is None:
                 return []
             self.reconcile_replicaset(rs)
@@ -349,8 +351,10 @@ class Controllers:
         if changed or status != before:
             self.store.touch(d)
 
-    # -- replica sets ----------------------------------------------------------------------
+    # -- replica sets (and replication controllers) -----------------------------------------
     def reconcile_replicaset(self, rs: dict[str, Any], owned: list[dict[str, Any]] | None = None) -> None:
+        """Keep ``spec.replicas`` pods from the template of a ReplicaSet or a ReplicationController
+        (the real controller manager runs one loop for both)."""
         ns = rs["metadata"]["namespace"]
         if owned is None:
             owned = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs)]
@@ -367,7 +371,7 @@ class Controllers:
             for p in doomed:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
                 self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
-                                   "replicaset-controller")
+                                   _component(rs))
             pods = pods[len(doomed):]
         ready = sum(1 for p in pods if pod_is_ready(p))
         status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
@@ -395,7 +399,7 @@ class Controllers:
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
         pod = self.store.create(pod)
         self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
-                           "replicaset-controller")
+                           _component(rs))
         return pod
 
     # -- garbage collection ----------------------------------------------------------------
@@ -403,7 +407,7 @@ class Controllers:
         """Delete objects whose controlling owner is gone (cascading delete)."""
         if self.store.kind_version(*INPUT_KINDS) == self._collected:
             return
-        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet")):
+        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController")):
             for obj in list(self.store.list(kind)):
                 ref = controller_of(obj)
                 if ref and ref.get("kind") == owner_kind:
@@ -411,6 +415,11 @@ class Controllers:
                     if owner is None or owner["metadata"]["uid"] != ref["uid"]:
                         self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
         self._collected = self.store.kind_version(*INPUT_KINDS)
+
+
+def _component(owner: dict[str, Any]) -> str:
+    """The controller that reports on a pod owner's events."""
+    return "replication-controller" if owner.get("kind") == "ReplicationController" else "replicaset-controller"
 
 
 def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
