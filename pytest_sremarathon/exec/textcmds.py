@@ -65,6 +65,12 @@ def _inputs(sh: Shell, names: list[str], io: IO, prog: str) -> Iterator[tuple[st
 def cat(sh: Shell, argv: list[str], io: IO) -> int:
     opts, names = _split_opts(argv)
     number = any(o == "n" for o, _ in opts)
+    if names in ([], ["-"]) and not number:
+        # Standard input as it comes, not at its end: `kubectl exec -i … -- cat` echoes each
+        # line while the session is open (until the client closes stdin).
+        while chunk := io.stdin.read1(65536):
+            io.stdout.write(chunk)
+        return 0
     status = 0
     for _, data in _inputs(sh, names, io, "cat"):
         if data is None:
