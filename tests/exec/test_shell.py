@@ -292,3 +292,8 @@ def test_gzip_round_trips_and_is_deterministic() -> None:
     assert sh("echo hi | gzip -c | gunzip -c")[1] == "hi\n"
     code, _, e = sh("echo plain | gunzip")
     assert code == 1 and "invalid magic" in e
+
+
+def test_uptime_prints_busybox_s_line() -> None:
+    code, out, _ = sh("uptime")
+    assert code == 0 and len(out.splitlines()) == 1 and " up " in out and "load average: " in out
