@@ -192,10 +192,10 @@ def initial_status(obj: dict[str, Any]) -> None:
     kind = obj.get("kind")
     if kind == "Pod":
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
-    elif kind in ("Deployment", "ReplicaSet"):
+    elif kind == "Deployment":
         obj["status"] = {}
-    elif kind == "ReplicationController":
-        obj["status"] = {"replicas": 0}
+    elif kind in ("ReplicaSet", "ReplicationController"):
+        obj["status"] = {"replicas": 0}  # not omitempty in Go: typed clients require it
     elif kind == "APIService":
         obj["status"] = {}
     elif kind == "Namespace":
