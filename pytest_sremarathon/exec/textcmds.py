@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64 as b64
 import gzip as gz
-import zlib
 import posixpath
 import re
 import stat
+import zlib
 from collections.abc import Iterator
 from typing import Optional
 
