@@ -83,7 +83,8 @@ class TwinBackend:
         self.server = ApiServer(self.store, tokens=tokens, admission=admission, telemetry=self.cluster,
                                 extensions={PREFIX: make_handler(self.pipelines, self.cluster.metrics, admission),
                                             **self.monitoring.extensions()},
-                                service_proxy=self.monitoring.service_proxy, runtime=self.cluster.runtime)
+                                service_proxy=self.monitoring.service_proxy, runtime=self.cluster.runtime,
+                                on_write=self.cluster.react)
         self.server.start()
 
     @property

@@ -546,6 +546,27 @@ def sleep(sh: Shell, argv: list[str], io: IO) -> int:
     return 0
 
 
+@applet("uptime")
+def uptime(sh: Shell, argv: list[str], io: IO) -> int:
+    """busybox's one line, from the container's ``/proc/uptime`` (the node's boot, in virtual
+    time); no load is simulated beyond what ``/proc/loadavg`` says."""
+    try:
+        seconds = int(float(sh.files.read("/proc/uptime").split()[0]))
+    except (FSError, ValueError, IndexError):
+        seconds = 0
+    try:
+        load = ", ".join(sh.files.read("/proc/loadavg").decode().split()[:3])
+    except FSError:
+        load = "0.00, 0.00, 0.00"
+    days, rest = divmod(seconds, 86400)
+    hours, minutes = divmod(rest // 60, 60)
+    up = (f"{days} day{'s' if days != 1 else ''}, " if days else "") + \
+        (f"{hours:2d}:{minutes:02d}" if hours else f"{minutes} min")
+    now = sh.now().astimezone(timezone.utc).strftime("%H:%M:%S")
+    io.stdout.write(f" {now} up {up},  0 users,  load average: {load}\n")
+    return 0
+
+
 @applet("ps")
 def ps(sh: Shell, argv: list[str], io: IO) -> int:
     io.stdout.write("PID   USER     TIME  COMMAND\n")

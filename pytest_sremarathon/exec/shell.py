@@ -44,6 +44,8 @@ from .view import ContainerView
 class In(Protocol):
     def read(self, n: int = -1) -> bytes: ...
 
+    def read1(self, n: int = 65536) -> bytes: ...  # what is there now (b"" only at the end)
+
     def readline(self) -> bytes: ...
 
 
@@ -61,6 +63,9 @@ class BufIn:
         out = self._data[self._pos:end]
         self._pos = end
         return out
+
+    def read1(self, n: int = 65536) -> bytes:
+        return self.read(n)
 
     def readline(self) -> bytes:
         i = self._data.find(b"\n", self._pos)
@@ -84,6 +89,10 @@ class StreamIn:
 
     def read(self, n: int = -1) -> bytes:
         return bytes(self._s.read(n))
+
+    def read1(self, n: int = 65536) -> bytes:
+        read1 = getattr(self._s, "read1", None)
+        return bytes(read1(n) if read1 is not None else self._s.read(n))
 
     def readline(self) -> bytes:
         return bytes(self._s.readline())

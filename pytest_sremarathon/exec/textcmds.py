@@ -1,12 +1,14 @@
-"""File and text applets: cat, ls, head, tail, grep, wc, sort, uniq, cut, tr, base64, tee,
-basename, dirname. Messages and exit codes as busybox prints them."""
+"""File and text applets: cat, ls, head, tail, grep, wc, sort, uniq, cut, tr, base64, gzip
+(gunzip, zcat), tee, basename, dirname. Messages and exit codes as busybox prints them."""
 
 from __future__ import annotations
 
 import base64 as b64
+import gzip as gz
 import posixpath
 import re
 import stat
+import zlib
 from collections.abc import Iterator
 from typing import Optional
 
@@ -63,6 +65,12 @@ def _inputs(sh: Shell, names: list[str], io: IO, prog: str) -> Iterator[tuple[st
 def cat(sh: Shell, argv: list[str], io: IO) -> int:
     opts, names = _split_opts(argv)
     number = any(o == "n" for o, _ in opts)
+    if names in ([], ["-"]) and not number:
+        # Standard input as it comes, not at its end: `kubectl exec -i … -- cat` echoes each
+        # line while the session is open (until the client closes stdin).
+        while chunk := io.stdin.read1(65536):
+            io.stdout.write(chunk)
+        return 0
     status = 0
     for _, data in _inputs(sh, names, io, "cat"):
         if data is None:
@@ -481,6 +489,39 @@ def base64(sh: Shell, argv: list[str], io: IO) -> int:
     enc = b64.b64encode(data).decode()
     io.stdout.write("".join(enc[i:i + 76] + "\n" for i in range(0, len(enc), 76)) or "\n")
     return 0
+
+
+@applet("gzip", "gunzip", "zcat")
+def gzip(sh: Shell, argv: list[str], io: IO) -> int:
+    """``gzip [-cdf] [FILE]…``: standard input to standard output, or each FILE to FILE.gz (and
+    back with ``-d``; the original stays, as the container's own files are read-only); ``zcat``
+    is ``gzip -dc``. A zero mtime, as busybox writes for a pipe: the same input, the same bytes."""
+    prog = posixpath.basename(argv[0])
+    opts, names = _split_opts(argv)
+    flags = {o for o, _ in opts}
+    decompress = "d" in flags or prog in ("gunzip", "zcat")
+    to_stdout = "c" in flags or prog == "zcat" or not names
+    status = 0
+    for name, data in _inputs(sh, names, io, prog):
+        if data is None:
+            status = 1
+            continue
+        try:
+            out = gz.decompress(data) if decompress else gz.compress(data, mtime=0)
+        except (OSError, EOFError, zlib.error):
+            sh.err(io, f"{prog}: invalid magic")
+            status = 1
+            continue
+        if to_stdout or name == "-":
+            io.stdout.write(out)
+            continue
+        target = (name[:-3] if name.endswith(".gz") else name + ".out") if decompress else name + ".gz"
+        try:
+            sh.files.write(sh.path(target), out)
+        except FSError as e:
+            sh.err(io, f"{prog}: {target}: {e}")
+            status = 1
+    return status
 
 
 @applet("tee")

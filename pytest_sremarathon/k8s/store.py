@@ -40,6 +40,8 @@ class ResourceType:
 
 
 _ALL = ("all",)
+_RBAC = "rbac.authorization.k8s.io"
+_AUTHZ = "authorization.k8s.io"
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
     ResourceType("", "v1", "nodes", "node", "Node", False, ("no",)),
@@ -51,7 +53,22 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceType("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), categories=_ALL),
     ResourceType("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), categories=_ALL),
+    ResourceType("", "v1", "replicationcontrollers", "replicationcontroller", "ReplicationController", True, ("rc",),
+                 categories=_ALL),
+    ResourceType(_RBAC, "v1", "roles", "role", "Role", True),
+    ResourceType(_RBAC, "v1", "rolebindings", "rolebinding", "RoleBinding", True),
+    ResourceType(_RBAC, "v1", "clusterroles", "clusterrole", "ClusterRole", False),
+    ResourceType(_RBAC, "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", False),
+    ResourceType("apiregistration.k8s.io", "v1", "apiservices", "apiservice", "APIService", False,
+                 categories=("api-extensions",)),
+    # Reviews are asked, never stored: a POST answers (twin/api_access.py), nothing else is served.
+    ResourceType(_AUTHZ, "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview",
+                 False, verbs=("create",)),
+    ResourceType(_AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
+                 False, verbs=("create",)),
 )
+#: The review kinds: answered on create, never stored.
+REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
 BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}
 
 
@@ -59,34 +76,42 @@ class ApiError(Exception):
     """A Kubernetes ``Status`` failure; the API server renders it verbatim."""
 
     def __init__(self, code: int, reason: str, message: str, *, kind: str = "", name: str = "",
-                 causes: Optional[list[dict[str, str]]] = None) -> None:
+                 causes: Optional[list[dict[str, str]]] = None, group: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.kind = kind
         self.name = name
+        self.group = group
         self.causes = causes or []
 
     def status(self) -> dict[str, Any]:
+        """The ``Status`` in the real server's field order (Go's struct order: ``details`` before
+        ``code``; ``name``, ``group``, ``kind`` in details): clients that print it verbatim (the
+        Python client's ``FailToCreateError``) are compared against that text."""
         details: dict[str, Any] = {}
         if self.name:
             details["name"] = self.name
+        if self.group:
+            details["group"] = self.group
         if self.kind:
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = self.causes
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": self.message, "reason": self.reason, "code": self.code}
+                                "message": self.message, "reason": self.reason}
         if details:
             body["details"] = details
+        body["code"] = self.code
         return body
 
 
 def not_found(kind: str, name: str) -> ApiError:
     rt = BY_KIND.get(kind)
     res = f"{rt.plural}.{rt.group}" if rt and rt.group else (rt.plural if rt else kind.lower())
-    return ApiError(404, "NotFound", f'{res} "{name}" not found', kind=rt.plural if rt else kind, name=name)
+    return ApiError(404, "NotFound", f'{res} "{name}" not found', kind=rt.plural if rt else kind, name=name,
+                    group=rt.group if rt else "")
 
 
 @dataclass
@@ -200,7 +225,7 @@ class Store:
             key = _key(kind, md.get("namespace"), name)
             if key in self._objects:
                 raise ApiError(409, "AlreadyExists", f'{rt.plural}{"." + rt.group if rt.group else ""} "{name}" already exists',
-                               kind=rt.plural, name=name)
+                               kind=rt.plural, name=name, group=rt.group)
             if rt.namespaced and kind != "Namespace" and self.get("Namespace", None, md["namespace"]) is None:
                 raise ApiError(404, "NotFound", f'namespaces "{md["namespace"]}" not found', kind="namespaces",
                                name=md["namespace"])
@@ -230,7 +255,7 @@ class Store:
                 raise ApiError(409, "Conflict",
                                f'Operation cannot be fulfilled on {rt.plural}{"." + rt.group if rt.group else ""} '
                                f'"{md["name"]}": the object has been modified; please apply your changes to the '
-                               f'latest version and try again', kind=rt.plural, name=md["name"])
+                               f'latest version and try again', kind=rt.plural, name=md["name"], group=rt.group)
             for immutable in ("uid", "creationTimestamp", "namespace"):
                 if immutable in current["metadata"]:
                     md[immutable] = current["metadata"][immutable]

@@ -51,13 +51,14 @@ def qualified(rt: ResourceType) -> str:
 
 
 def object_not_found(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{qualified(rt)} "{name}" not found', kind=rt.plural, name=name)
+    return ApiError(404, "NotFound", f'{qualified(rt)} "{name}" not found', kind=rt.plural, name=name,
+                    group=rt.group)
 
 
 def conflict(rt: ResourceType, name: str, detail: str = "the object has been modified; please apply your changes "
                                                            "to the latest version and try again") -> ApiError:
     return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qualified(rt)} "{name}": {detail}',
-                    kind=rt.plural, name=name)
+                    kind=rt.plural, name=name, group=rt.group)
 
 
 def truthy(value: Optional[str]) -> bool:

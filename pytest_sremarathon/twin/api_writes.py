@@ -35,12 +35,20 @@ from .api_common import (
 
 log = logging.getLogger(__name__)
 
+#: Kinds whose DELETE answers with the deleted object rather than a ``Status`` (the real
+#: registries' ``ReturnDeletedObject: true``): typed clients decode the answer as that kind (the
+#: Python client's ``delete_namespaced_service`` as a ``V1Service``, which a ``Status`` fails).
+RETURNS_DELETED_OBJECT = frozenset({"Pod", "Service"})
+
 
 class ObjectWrites:
     """The write handlers of :class:`~.apiserver.ApiServer`."""
 
     store: Store
     admission: Admission
+    # Called under the store lock with each object a committed write changed or deleted: the
+    # twin's controllers react in the same virtual moment, as a real cluster's watches do.
+    on_write: Optional[Callable[[dict[str, Any]], None]] = None
 
     # Defined by the API server: serialisation and selection the writes answer with.
     def _obj_json(self, obj: dict[str, Any]) -> bytes:
@@ -94,12 +102,24 @@ class ObjectWrites:
                     if not p.valid():
                         continue
                     status, payload = p.commit()
+                    self._react(p.after)
             except ApiError as e:
                 self._record(req, decision, e.code)
                 raise
             self._record(req, decision, status)
             return status, JSON, payload
         raise conflict(rt, name or "", "the object is being modified too often; please try again")
+
+    def _react(self, obj: Any) -> None:
+        """Hand what a write committed to :attr:`on_write` (each item of a deletecollection)."""
+        if self.on_write is None or not isinstance(obj, dict):
+            return
+        items = obj.get("items") or [] if str(obj.get("kind", "")).endswith("List") else [obj]
+        for item in items:
+            try:
+                self.on_write(item)
+            except Exception:  # pragma: no cover - a controller's failure must not fail the write
+                log.exception("reacting to a write of %s failed", item.get("kind"))
 
     def _authorize_secret_read(self, ctx: Ctx, rt: ResourceType, ns: Optional[str], name: Optional[str],
                                watch: bool) -> None:
@@ -124,7 +144,8 @@ class ObjectWrites:
 
     @staticmethod
     def _forbidden(rt: ResourceType, name: Optional[str], decision: Decision) -> ApiError:
-        return ApiError(403, "Forbidden", decision.message or "forbidden", kind=rt.plural, name=name or "")
+        return ApiError(403, "Forbidden", decision.message or "forbidden", kind=rt.plural, name=name or "",
+                        group=rt.group)
 
     def _rv_unchanged(self, rt: ResourceType, ns: Optional[str], name: str, rv: Optional[str]) -> Callable[[], bool]:
         def check() -> bool:
@@ -174,7 +195,7 @@ class ObjectWrites:
             oname = obj["metadata"].get("name")
             if oname and self.store.get(rt.kind, ns, oname) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rt)} "{oname}" already exists',
-                               kind=rt.plural, name=oname)
+                               kind=rt.plural, name=oname, group=rt.group)
 
             def commit() -> tuple[int, bytes]:
                 created = self.store.create(obj)
@@ -399,8 +420,7 @@ class ObjectWrites:
                 "metadata": {k: md[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                              if k in md},
                 "spec": {"replicas": int(spec.get("replicas") or 0)},
-                "status": {"replicas": int(status.get("replicas") or 0),
-                           "selector": selector_string(spec.get("selector")).replace("<none>", "")}}
+                "status": {"replicas": int(status.get("replicas") or 0), "selector": _scale_selector(obj)}}
 
     def _get_scale(self, ctx: Ctx, rt: ResourceType, ns: Optional[str], name: str) -> tuple[int, str, bytes]:
         with self.store.lock:
@@ -505,7 +525,7 @@ class ObjectWrites:
                             self._cascade(md["uid"], md.get("namespace"), False)
 
     def _delete_response(self, rt: ResourceType, deleted: dict[str, Any]) -> bytes:
-        if rt.kind == "Pod":
+        if rt.kind in RETURNS_DELETED_OBJECT:
             return dumps(deleted)
         md = deleted["metadata"]
         details = {"name": md["name"], "group": rt.group, "kind": rt.plural, "uid": md.get("uid", "")}
@@ -577,3 +597,11 @@ class ObjectWrites:
                          lambda obj: dumps(status_success(201)))
 
         return self._mutate(ctx, "evict", rt, ns, name, "eviction", plan)
+
+
+def _scale_selector(obj: dict[str, Any]) -> str:
+    """A Scale's ``status.selector``: a ReplicationController's selector is a plain label map."""
+    selector = (obj.get("spec") or {}).get("selector")
+    if obj.get("kind") == "ReplicationController":
+        return ",".join(f"{k}={v}" for k, v in sorted((selector or {}).items()))
+    return selector_string(selector).replace("<none>", "")

@@ -5,6 +5,8 @@
 * discovery (``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/{g}/{v}``), OpenAPI v3
   (``/openapi/v3`` …), a minimal protobuf OpenAPI v2 (for kubectl ≤ 1.28's validation check)
   and ``metrics.k8s.io/v1beta1`` for ``kubectl top``;
+* access reviews (``SelfSubjectAccessReview``, ``SelfSubjectRulesReview``) answered by the policy
+  point (see :mod:`.api_access`);
 * CRUD for every type in :data:`RESOURCE_TYPES`: list (label/field selectors, ``limit`` and
   ``continue``, cluster-wide), get, create, update (``resourceVersion`` conflicts), delete
   (with ``ownerReferences`` cascade and DeleteOptions preconditions), deletecollection, and
@@ -63,16 +65,18 @@ import socket
 import ssl
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from http import HTTPStatus
 from typing import Any, Optional, Protocol
 from urllib.parse import parse_qsl, unquote
 
 from ..k8s.selectors import field_predicate, label_predicate
-from ..k8s.store import BY_KIND, RESOURCE_TYPES, ApiError, ResourceType, Store, iso
+from ..k8s.store import BY_KIND, RESOURCE_TYPES, REVIEW_KINDS, ApiError, ResourceType, Store, iso
 from ..serving.http import Admission, ExtensionHandler, Request, Response, ServiceProxy
 from ..serving.loopback import LoopbackServer
 from . import defaults, openapi, tables
+from .api_access import AccessReviews
 from .api_common import (
     JSON,
     Ctx,
@@ -104,13 +108,15 @@ class ClusterTelemetry(Protocol):
     def node_usage(self, node: str) -> tuple[int, int]: ...
 
 
-class ApiServer(PodExec, ObjectWrites, LoopbackServer):
+class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
-                 runtime: Optional[PodRuntime] = None) -> None:
+                 runtime: Optional[PodRuntime] = None,
+                 on_write: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         super().__init__("apiserver", host, port)
         self.store = store
+        self.on_write = on_write  # the controllers' reaction to a committed write (ObjectWrites)
         self.runtime = runtime  # the containers exec and attach run in (None: they answer 400)
         self.tokens = dict(tokens)
         self.admission = admission
@@ -188,7 +194,7 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
         except Stream:
             raise
         except ApiError as e:
-            return e.code, JSON, dumps(e.status())
+            return e.code, JSON, dumps(e.status()) + b"\n"  # Go's json.Encoder ends the body so
         except (BrokenPipeError, ConnectionResetError):
             raise
         except Exception as e:  # pragma: no cover - defensive: never kill the connection thread silently
@@ -233,6 +239,10 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise no_such_path()
+        if rt.kind in REVIEW_KINDS:
+            if ctx.method == "POST" and name is None and not watch:
+                return self._review(ctx, rt)
+            raise method_not_allowed()
         if rt.plural == "secrets" and ctx.method == "GET" and sub is None:
             self._authorize_secret_read(ctx, rt, ns, name, watch)
         if watch or (sub is None and ctx.method == "GET" and truthy(ctx.query.get("watch"))):
@@ -269,7 +279,7 @@ class ApiServer(PodExec, ObjectWrites, LoopbackServer):
             if m == "PATCH":
                 return self._patch(ctx, rt, ns, name, subresource="status")
             raise method_not_allowed()
-        if sub == "scale" and rt.kind in ("Deployment", "ReplicaSet"):
+        if sub == "scale" and rt.kind in openapi.SCALE_KINDS:
             if m == "GET":
                 return self._get_scale(ctx, rt, ns, name)
             if m in ("PUT", "PATCH"):

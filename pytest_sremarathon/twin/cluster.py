@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from ..apps import AppSpec
 from ..cluster import Topology, diurnal
-from ..k8s.objects import EventRecorder, pod_is_ready, set_condition
+from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_ready, set_condition
 from ..k8s.store import Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
@@ -168,6 +168,25 @@ class TwinCluster:
             self._ticks += 1
             if self._ticks % 20 == 0:
                 self.events.expire()
+
+    def react(self, obj: dict[str, Any]) -> None:
+        """An API write changed or deleted ``obj`` (the API server calls this under the store
+        lock, right after committing): the controllers a real cluster would run on that watch
+        event run now, in the same virtual moment — a new ReplicaSet and its pods, a deleted
+        pod's replacement, their scheduling, the Endpoints — so that a client reading right
+        after its write sees what a real cluster shows within moments. Only what the write
+        touched is reconciled; containers start at the next tick, as the kubelet works."""
+        with self.store.lock:
+            replicasets = self.controllers.react(obj)
+            pending = [p for rs in replicasets for p in self.store.list("Pod", rs["metadata"]["namespace"])
+                       if not p["spec"].get("nodeName") and pod_is_active(p) and is_owned_by(p, rs)]
+            if obj.get("kind") == "Pod":
+                pod = self.store.get("Pod", obj["metadata"].get("namespace"), obj["metadata"]["name"])
+                if pod is not None and not pod["spec"].get("nodeName") and pod_is_active(pod):
+                    pending.append(pod)
+            if pending:
+                self.scheduler.schedule_all(pending)
+            self.endpoints.reconcile()
 
     def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:
         """The per-service numbers the alert rules and the agent's telemetry endpoint read: the

@@ -32,7 +32,9 @@ CHANGE_CAUSE = "kubernetes.io/change-cause"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 EVICTION_SECONDS = 300  # default tolerationSeconds for the not-ready/unreachable taints
-INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod")  # all that the workload controllers read
+INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod", "ReplicationController")  # all that the workload controllers read
+#: Kinds that keep a number of pods from a template (the ReplicaSet controller's loop serves both).
+POD_OWNERS = ("ReplicaSet", "ReplicationController")
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 NEVER = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -100,7 +102,7 @@ class Controllers:
             quiet_until = min(quiet_until, due)
             self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)  # noqa: B023
         pods = _by_controller(self.store.list("Pod"))
-        for rs in list(self.store.list("ReplicaSet")):
+        for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             owned = pods.get(rs["metadata"]["uid"], [])
             self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
         self.collect_garbage()
@@ -119,6 +121,48 @@ class Controllers:
         if self.store.resource_version == before:
             self._idle[uid] = inputs
 
+    # -- reacting to an API write -----------------------------------------------------------
+    def react(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """An API write changed (or deleted) ``obj``: reconcile now what a real controller's
+        watch would have queued at once — the Deployment it is or belongs to, that Deployment's
+        ReplicaSets, the ReplicaSet of a Pod — instead of waiting for the next tick; nothing
+        else (agent writes are rare, a tick's full pass is not). Returns the ReplicaSets
+        reconciled: their new pods are for the scheduler. Call with the store lock held."""
+        kind, md = obj.get("kind"), obj.get("metadata") or {}
+        ns = md.get("namespace")
+        owner: dict[str, Any] | None = obj
+        if kind == "Pod":
+            owner = self._live_owner(obj, "ReplicaSet") or self._live_owner(obj, "ReplicationController")
+        if owner is not None and owner.get("kind") == "ReplicaSet":
+            owner = self._live_owner(owner, "Deployment") or owner
+        if owner is None:
+            return []
+        if owner.get("kind") in POD_OWNERS:
+            rs = self.store.get(owner["kind"], ns, owner["metadata"]["name"])
+            if rs is None:
+                return []
+            self.reconcile_replicaset(rs)
+            return [rs]
+        if owner.get("kind") != "Deployment":
+            return []
+        d = self.store.get("Deployment", ns, owner["metadata"]["name"])
+        if d is None:
+            return []
+        self.reconcile_deployment(d)
+        rss = self._owned_replicasets(d)
+        for rs in rss:
+            self.reconcile_replicaset(rs)
+        self.reconcile_deployment(d, rss)  # the ReplicaSets' new status reaches the Deployment
+        return rss
+
+    def _live_owner(self, obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+        """The object's controlling owner of ``kind``, if it still exists (same uid)."""
+        ref = controller_of(obj)
+        if not ref or ref.get("kind") != kind:
+            return None
+        owner = self.store.get(kind, obj["metadata"].get("namespace"), ref["name"])
+        return owner if owner is not None and owner["metadata"]["uid"] == ref.get("uid") else None
+
     # -- deployments -----------------------------------------------------------------------
     def _owned_replicasets(self, d: dict[str, Any]) -> list[dict[str, Any]]:
         ns = d["metadata"]["namespace"]
@@ -133,7 +177,7 @@ class Controllers:
         new_rs = next((rs for rs in rss if rs["metadata"]["labels"].get("pod-template-hash") == h), None)
         max_rev = max((int(rs["metadata"].get("annotations", {}).get(REVISION, "0")) for rs in rss), default=0)
         if spec.get("paused"):
-            self._update_deployment_status(d, rss, new_rs, now)
+            self._update_deployment_status(d, rss, new_rs, now, self._sync_revision(d, new_rs))
             return
         if new_rs is None:
             new_rs = self._create_replicaset(d, h, max_rev + 1, 0 if rss else desired)
@@ -151,7 +195,21 @@ class Controllers:
             self._roll(d, new_rs, old, desired, strategy.get("rollingUpdate") or {})
         self._prune_history(d, old)
         live = [rs for rs in rss if self.store.get("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"]) is rs]
-        self._update_deployment_status(d, live, new_rs, now)
+        self._update_deployment_status(d, live, new_rs, now, self._sync_revision(d, new_rs))
+
+    @staticmethod
+    def _sync_revision(d: dict[str, Any], new_rs: dict[str, Any] | None) -> bool:
+        """The Deployment carries its newest ReplicaSet's revision (the real controller's
+        ``SetDeploymentRevision``): scripts and agents read it, ``kubectl rollout undo`` does
+        not but ``rollout history`` lists what it counts. True if it changed (not yet published)."""
+        if new_rs is None:
+            return False
+        revision = (new_rs["metadata"].get("annotations") or {}).get(REVISION)
+        annotations = d["metadata"].setdefault("annotations", {})
+        if revision is None or annotations.get(REVISION) == revision:
+            return False
+        annotations[REVISION] = revision
+        return True
 
     def _copy_change_cause(self, d: dict[str, Any], rs: dict[str, Any]) -> None:
         cause = (d["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
@@ -238,7 +296,7 @@ class Controllers:
             self.store.delete("ReplicaSet", rs["metadata"]["namespace"], rs["metadata"]["name"])
 
     def _update_deployment_status(self, d: dict[str, Any], rss: list[dict[str, Any]], new_rs: dict[str, Any] | None,
-                                  now: datetime) -> None:
+                                  now: datetime, changed: bool = False) -> None:
         desired = int(d["spec"].get("replicas", 1))
         total = sum(int(rs.get("status", {}).get("replicas", 0)) for rs in rss)
         ready = sum(int(rs.get("status", {}).get("readyReplicas", 0)) for rs in rss)
@@ -290,11 +348,13 @@ class Controllers:
                 self.events.record(d, "Warning", "ProgressDeadlineExceeded",
                                    f'Deployment "{d["metadata"]["name"]}" exceeded its progress deadline',
                                    "deployment-controller")
-        if status != before:
+        if changed or status != before:
             self.store.touch(d)
 
-    # -- replica sets ----------------------------------------------------------------------
+    # -- replica sets (and replication controllers) -----------------------------------------
     def reconcile_replicaset(self, rs: dict[str, Any], owned: list[dict[str, Any]] | None = None) -> None:
+        """Keep ``spec.replicas`` pods from the template of a ReplicaSet or a ReplicationController
+        (the real controller manager runs one loop for both)."""
         ns = rs["metadata"]["namespace"]
         if owned is None:
             owned = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs)]
@@ -311,7 +371,7 @@ class Controllers:
             for p in doomed:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
                 self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
-                                   "replicaset-controller")
+                                   _component(rs))
             pods = pods[len(doomed):]
         ready = sum(1 for p in pods if pod_is_ready(p))
         status = {"replicas": len(pods), "fullyLabeledReplicas": len(pods), "readyReplicas": ready,
@@ -339,7 +399,7 @@ class Controllers:
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
         pod = self.store.create(pod)
         self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
-                           "replicaset-controller")
+                           _component(rs))
         return pod
 
     # -- garbage collection ----------------------------------------------------------------
@@ -347,7 +407,7 @@ class Controllers:
         """Delete objects whose controlling owner is gone (cascading delete)."""
         if self.store.kind_version(*INPUT_KINDS) == self._collected:
             return
-        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet")):
+        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController")):
             for obj in list(self.store.list(kind)):
                 ref = controller_of(obj)
                 if ref and ref.get("kind") == owner_kind:
@@ -355,6 +415,11 @@ class Controllers:
                     if owner is None or owner["metadata"]["uid"] != ref["uid"]:
                         self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
         self._collected = self.store.kind_version(*INPUT_KINDS)
+
+
+def _component(owner: dict[str, Any]) -> str:
+    """The controller that reports on a pod owner's events."""
+    return "replication-controller" if owner.get("kind") == "ReplicationController" else "replicaset-controller"
 
 
 def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -24,7 +24,8 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 #: kinds whose ``status`` is only writable through the ``/status`` subresource
-STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service"})
+STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service",
+                                "ReplicationController", "APIService"})
 
 
 # -- defaulting --------------------------------------------------------------------------------
@@ -122,6 +123,21 @@ def _default_replicaset(obj: dict[str, Any]) -> None:
     _default_template(spec)
 
 
+def _default_replication_controller(obj: dict[str, Any]) -> None:
+    """The real defaulter: one replica; selector and labels from the template's labels."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    template = spec.get("template")
+    labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+    if labels and not spec.get("selector"):
+        spec["selector"] = dict(labels)
+    md = obj.setdefault("metadata", {})
+    if labels and not md.get("labels"):
+        md["labels"] = dict(labels)
+    if isinstance(template, dict):
+        _default_template(spec)
+
+
 def _default_service(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
@@ -160,7 +176,7 @@ def _default_secret(obj: dict[str, Any]) -> None:
 _DEFAULTERS = {
     "Pod": _default_pod, "Deployment": _default_deployment, "ReplicaSet": _default_replicaset,
     "Service": _default_service, "Namespace": _default_namespace, "Endpoints": _default_endpoints,
-    "Secret": _default_secret,
+    "Secret": _default_secret, "ReplicationController": _default_replication_controller,
 }
 
 
@@ -176,7 +192,11 @@ def initial_status(obj: dict[str, Any]) -> None:
     kind = obj.get("kind")
     if kind == "Pod":
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
-    elif kind in ("Deployment", "ReplicaSet"):
+    elif kind == "Deployment":
+        obj["status"] = {}
+    elif kind in ("ReplicaSet", "ReplicationController"):
+        obj["status"] = {"replicas": 0}  # not omitempty in Go: typed clients require it
+    elif kind == "APIService":
         obj["status"] = {}
     elif kind == "Namespace":
         obj["status"] = {"phase": "Active"}
@@ -297,6 +317,26 @@ def _validate_pod_spec(errs: _Errors, spec: Any, field: str) -> None:
         errs.unsupported(f"{field}.restartPolicy", rp, ["Always", "OnFailure", "Never"])
 
 
+def _validate_replication_controller(errs: _Errors, obj: dict[str, Any]) -> None:
+    """A ReplicationController's selector is a plain map that its template's labels must carry."""
+    sent = obj.get("spec")
+    spec: dict[str, Any] = sent if isinstance(sent, dict) else {}
+    replicas = spec.get("replicas")
+    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
+        errs.invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+    selector = spec.get("selector") or {}
+    if not selector:
+        errs.required("spec.selector")
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        errs.required("spec.template")
+        return
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector and any(labels.get(k) != v for k, v in selector.items()):
+        errs.invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
+    _validate_pod_spec(errs, template.get("spec"), "spec.template.spec")
+
+
 def _validate_workload(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, Any]]) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -397,6 +437,21 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
             old_ip = (old.get("spec") or {}).get("clusterIP")
             if old_ip and spec.get("clusterIP") and spec.get("clusterIP") != old_ip:
                 errs.invalid("spec.clusterIPs[0]", spec.get("clusterIP"), "may not change once set")
+    elif kind == "ReplicationController":
+        _validate_replication_controller(errs, obj)
+    elif kind in ("RoleBinding", "ClusterRoleBinding"):
+        ref = obj.get("roleRef")
+        if not isinstance(ref, dict) or not ref.get("name"):
+            errs.required("roleRef.name")
+        elif ref.get("kind") not in ("Role", "ClusterRole") or (kind == "ClusterRoleBinding" and ref["kind"] != "ClusterRole"):
+            errs.unsupported("roleRef.kind", ref.get("kind"), ["ClusterRole"] if kind == "ClusterRoleBinding"
+                             else ["ClusterRole", "Role"])
+        elif old is not None and old.get("roleRef") != ref:
+            errs.invalid("roleRef", ref, "cannot change roleRef")
+    elif kind in ("Role", "ClusterRole"):
+        for i, rule in enumerate(obj.get("rules") or []):
+            if not isinstance(rule, dict) or not rule.get("verbs"):
+                errs.required(f"rules[{i}].verbs")
     elif kind == "ConfigMap":
         for field in ("data",):
             for k, v in (obj.get(field) or {}).items():

@@ -21,11 +21,12 @@ from ..runtime.code import Artifact
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _COMMON = frozenset({"[", "base64", "basename", "cat", "cut", "date", "dirname", "echo", "egrep", "env", "false",
+                     "gzip", "gunzip", "zcat",  # busybox applets; Debian's essential gzip package
                      "fgrep", "grep", "head", "hostname", "id", "kill", "ls", "printenv", "printf", "pwd", "seq", "sh",
                      "sleep", "sort", "tail", "tee", "test", "tr", "true", "uname", "uniq", "wc", "which", "whoami"})
-BUSYBOX = _COMMON | {"ash", "nc", "nslookup", "ps", "wget"}
+BUSYBOX = _COMMON | {"ash", "nc", "nslookup", "ps", "uptime", "wget"}
 ALPINE = BUSYBOX | {"getent"}  # musl-utils
-DEBIAN = _COMMON | {"getent"}  # a slim Debian: no ps (procps), wget, curl, nc or nslookup
+DEBIAN = _COMMON | {"getent"}  # a slim Debian: no ps or uptime (procps), wget, curl, nc or nslookup
 
 _BUSYBOX_PASSWD = """root:x:0:0:root:/root:/bin/sh
 daemon:x:1:1:daemon:/usr/sbin:/bin/false

@@ -31,8 +31,9 @@ SERVER_VERSION = {
 
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 
-_STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service")
-_SCALE_KINDS = ("Deployment", "ReplicaSet")
+_STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service", "ReplicationController",
+                 "APIService")
+SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController")  # with a ``/scale`` subresource
 
 
 def _resource_entry(rt: ResourceType) -> dict[str, Any]:
@@ -54,7 +55,7 @@ def _subresources(rt: ResourceType) -> list[dict[str, Any]]:
     base = {"singularName": "", "namespaced": rt.namespaced}
     if rt.kind in _STATUS_KINDS:
         subs.append({"name": f"{rt.plural}/status", **base, "kind": rt.kind, "verbs": ["get", "patch", "update"]})
-    if rt.kind in _SCALE_KINDS:
+    if rt.kind in SCALE_KINDS:
         subs.append({"name": f"{rt.plural}/scale", **base, "group": "autoscaling", "version": "v1", "kind": "Scale",
                      "verbs": ["get", "patch", "update"]})
     if rt.kind == "Pod":
@@ -133,7 +134,9 @@ def root_paths() -> dict[str, Any]:
 
 # -- OpenAPI v3 ---------------------------------------------------------------------------------
 
-_PKG = {"": "io.k8s.api.core.v1", "apps": "io.k8s.api.apps.v1"}
+_PKG = {"": "io.k8s.api.core.v1", "apps": "io.k8s.api.apps.v1",
+        "apiregistration.k8s.io": "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1",
+        "rbac.authorization.k8s.io": "io.k8s.api.rbac.v1", "authorization.k8s.io": "io.k8s.api.authorization.v1"}
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 
 
@@ -198,8 +201,10 @@ def _object_schema(rt: ResourceType) -> dict[str, Any]:
         "metadata": {"allOf": [{"$ref": f"#/components/schemas/{_META}.ObjectMeta"}], "default": {}},
     }
     for field in ("spec", "status", "data", "binaryData", "subsets", "involvedObject", "source", "series",
-                  "related"):
+                  "related", "roleRef", "aggregationRule"):
         props[field] = dict(loose)
+    for field in ("rules", "subjects"):  # RBAC's top-level lists
+        props[field] = {"type": "array", "items": dict(loose)}
     return {"type": "object", "description": f"{rt.kind} (sremarathon twin; permissive schema)",
             "properties": props, "x-kubernetes-preserve-unknown-fields": True,
             "x-kubernetes-group-version-kind": [{"group": rt.group, "version": rt.version, "kind": rt.kind}]}
@@ -283,7 +288,7 @@ def _build_document(key: str) -> dict[str, Any] | None:
         if rt.kind in _STATUS_KINDS:
             paths[coll + "/{name}/status"] = {**_operations(rt, gvk, ref, True, suffix + "Status"),
                                               "parameters": name_param + ns_param}
-        if rt.kind in _SCALE_KINDS:
+        if rt.kind in SCALE_KINDS:
             scale_gvk = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
             scale_ref = "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
             schemas["io.k8s.api.autoscaling.v1.Scale"] = {

@@ -27,13 +27,16 @@ from ._proto_schema import MESSAGES
 MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
+#: API groups whose protobuf package is named differently (``k8s.io.api.rbac.v1``)
+_GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "authorization": "authorization.k8s.io"}
 #: (apiVersion, kind) -> message name, for the kinds clients may send
 KINDS: dict[tuple[str, str], str] = {}
 for _name in MESSAGES:
     _pkg, _, _kind = _name.rpartition(".")
     if _pkg.startswith("k8s.io.api."):
         _group, _version = _pkg[len("k8s.io.api."):].split(".")
-        KINDS[(_version if _group == "core" else f"{_group}/{_version}", _kind)] = _name
+        _group = _GROUPS.get(_group, _group)
+        KINDS[(f"{_group}/{_version}" if _group else _version, _kind)] = _name
 KINDS[("meta.k8s.io/v1", "DeleteOptions")] = _META + "DeleteOptions"
 KINDS[("v1", "DeleteOptions")] = _META + "DeleteOptions"
 

@@ -57,6 +57,10 @@ class Scheduler:
         pending = [p for p in self.store.list("Pod") if not p["spec"].get("nodeName") and pod_is_active(p)]
         if not pending:
             return
+        self.schedule_all(pending)
+
+    def schedule_all(self, pending: list[dict[str, Any]]) -> None:
+        """Bind these pending pods, oldest first (a pass, or the new pods of one API write)."""
         nodes = self.store.list("Node")
         usage = self._usage()
         for pod in sorted(pending, key=lambda p: p["metadata"]["creationTimestamp"]):

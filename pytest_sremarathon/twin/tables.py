@@ -346,6 +346,44 @@ def _event(obj: dict[str, Any], now: datetime) -> list[Any]:
             (obj.get("message") or "").strip(), first, int(count), md["name"]]
 
 
+def _replication_controller(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    names, images = _containers(spec.get("template") or {})
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [md["name"], int(spec.get("replicas", 1)), int(status.get("replicas", 0)),
+            int(status.get("readyReplicas", 0)), since(md.get("creationTimestamp"), now), names, images, selector]
+
+
+def _created_at(obj: dict[str, Any], now: datetime) -> list[Any]:
+    """Roles and ClusterRoles: kubectl shows when, not how long ago."""
+    md = obj["metadata"]
+    return [md["name"], md.get("creationTimestamp", "")]
+
+
+def _binding(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, ref = obj["metadata"], obj.get("roleRef") or {}
+    subjects = obj.get("subjects") or []
+
+    def names(kind: str) -> str:
+        return ", ".join((f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount" else
+                          s.get("name", "")) for s in subjects if s.get("kind") == kind)
+
+    return [md["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", since(md.get("creationTimestamp"), now),
+            names("User"), names("Group"), names("ServiceAccount")]
+
+
+def _api_service(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec = obj["metadata"], obj.get("spec") or {}
+    svc = spec.get("service")
+    service = f"{svc.get('namespace', '')}/{svc.get('name', '')}" if isinstance(svc, dict) else "Local"
+    available = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Available"),
+                     None)
+    shown = "Unknown" if available is None else available.get("status", "Unknown")
+    if available is not None and shown != "True" and available.get("reason"):
+        shown += f" ({available['reason']})"
+    return [md["name"], service, shown, since(md.get("creationTimestamp"), now)]
+
+
 def _default(obj: dict[str, Any], now: datetime) -> list[Any]:
     md = obj["metadata"]
     return [md["name"], since(md.get("creationTimestamp"), now)]
@@ -374,6 +412,16 @@ PRINTERS: dict[str, tuple[list[dict[str, Any]], Printer]] = {
     "Event": (_cols(("Last Seen",), ("Type",), ("Reason",), ("Object",), ("Subobject", "string", 1),
                     ("Source", "string", 1), ("Message",), ("First Seen", "string", 1), ("Count", "integer", 1),
                     ("Name", "string", 1)), _event),
+    "ReplicationController": (_cols(("Name",), ("Desired", "integer"), ("Current", "integer"), ("Ready", "integer"),
+                                    ("Age",), ("Containers", "string", 1), ("Images", "string", 1),
+                                    ("Selector", "string", 1)), _replication_controller),
+    "Role": (_cols(("Name",), ("Created At", "date")), _created_at),
+    "ClusterRole": (_cols(("Name",), ("Created At", "date")), _created_at),
+    "RoleBinding": (_cols(("Name",), ("Role",), ("Age",), ("Users", "string", 1), ("Groups", "string", 1),
+                          ("ServiceAccounts", "string", 1)), _binding),
+    "ClusterRoleBinding": (_cols(("Name",), ("Role",), ("Age",), ("Users", "string", 1), ("Groups", "string", 1),
+                                 ("ServiceAccounts", "string", 1)), _binding),
+    "APIService": (_cols(("Name",), ("Service",), ("Available",), ("Age",)), _api_service),
 }
 _DEFAULT = (_cols(("Name",), ("Age",)), _default)
 

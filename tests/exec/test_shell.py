@@ -278,3 +278,22 @@ def test_runaway_loops_are_killed() -> None:
 def test_deterministic() -> None:
     script = "ps; date; curl -s slow.shop:8080; ls -la /etc; env; sleep 3; date"
     assert sh(script) == sh(script)
+
+
+def test_gzip_round_trips_and_is_deterministic() -> None:
+    """The Python client's own e2e suite pipes ``echo -n … | gzip`` and gunzips the bytes."""
+    import gzip as gz
+
+    out, err = BufOut(), BufOut()
+    assert run_exec(make_container(), ["sh", "-c", 'echo -n "This is a test string" | gzip'], BufIn(b""), out,
+                    err) == 0
+    assert gz.decompress(out.data) == b"This is a test string" and out.data[4:8] == b"\0\0\0\0"  # mtime 0
+    assert sh("echo hello | gzip | zcat")[1] == "hello\n"
+    assert sh("echo hi | gzip -c | gunzip -c")[1] == "hi\n"
+    code, _, e = sh("echo plain | gunzip")
+    assert code == 1 and "invalid magic" in e
+
+
+def test_uptime_prints_busybox_s_line() -> None:
+    code, out, _ = sh("uptime")
+    assert code == 0 and len(out.splitlines()) == 1 and " up " in out and "load average: " in out

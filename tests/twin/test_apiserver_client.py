@@ -253,7 +253,7 @@ def test_update_conflicts_and_status_preservation(client):
         apps.replace_namespaced_deployment("web", NS, dep)
     assert e.status["message"] == ('Operation cannot be fulfilled on deployments.apps "web": the object has been '
                                    'modified; please apply your changes to the latest version and try again')
-    assert e.status["details"] == {"name": "web", "kind": "deployments"}
+    assert e.status["details"] == {"name": "web", "group": "apps", "kind": "deployments"}  # as the real server says
     # status subresource changes status only
     dep = apps.read_namespaced_deployment("web", NS)
     dep.status.observed_generation = dep.metadata.generation

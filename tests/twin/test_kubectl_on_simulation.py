@@ -54,6 +54,21 @@ def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: Sim, 
     assert "successfully rolled out" in kc("rollout", "status", "deployment/ad", "-n", "shop", "--timeout=5s")
 
 
+def test_deployments_and_replicasets_carry_their_revision(sim: Sim, kc: Kubectl) -> None:
+    """``deployment.kubernetes.io/revision`` on the Deployment too (scripts read it there)."""
+    revision = "deployment.kubernetes.io/revision"
+    shown = kc("get", "deployments", "-n", "shop", "-o", "jsonpath={range .items[*]}{.metadata.annotations."
+               "deployment\\.kubernetes\\.io/revision}{' '}{end}").split()
+    assert shown and set(shown) == {"1"}
+    kc("set", "image", "deployment/ad", "ad=registry.sremarathon.local/shop/ad:v2", "-n", "shop")
+    sim.run(60)
+    d = sim.backend.store.get("Deployment", "shop", "ad")
+    assert d is not None and d["metadata"]["annotations"][revision] == "2"
+    rss = {rs["metadata"]["annotations"][revision] for rs in sim.backend.store.list("ReplicaSet", "shop")
+           if rs["metadata"]["labels"].get("app") == "ad"}
+    assert rss == {"1", "2"}
+
+
 def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl, tmp_path: Path) -> None:
     kc("set", "env", "deployment/recommendation", "MAX_RECOMMENDATIONS=2", "-n", "shop")
     sim.run(180)
