@@ -302,20 +302,15 @@ class TrafficEngine:
 
     @contextmanager
     def _aside(self, rng: random.Random, now: datetime) -> Iterator[None]:
-        """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), fresh
-        per-service statistics and samples (thrown away: the scrape never counts them), its own
-        random stream, its own time."""
+        """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), a fresh
+        sample log (thrown away: the scrape never counts it), its own random stream, its own
+        time."""
         saved = self._stack, self._weight, self._rng, self._now, self.samples
-        stats = {key: ep.stats for key, ep in self._endpoints.items()}
-        for ep in self._endpoints.values():
-            ep.stats = ServiceStats()
-        self._stack, self._weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, []
+        self._stack, self._weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, {}
         try:
             yield
         finally:
             self._stack, self._weight, self._rng, self._now, self.samples = saved
-            for key, ep in self._endpoints.items():
-                ep.stats = stats.get(key, ep.stats)
 
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
