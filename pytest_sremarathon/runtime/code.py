@@ -255,7 +255,10 @@ _PASSWORD_KEYS = ("REDIS_PASSWORD", "MONGO_INITDB_ROOT_PASSWORD", "MEMCACHED_PAS
 
 def _denied(ctx, req):
     """The error reply to a client that does not present the configured password, if any."""
-    required = next((ctx.config_data[k] for k in _PASSWORD_KEYS if ctx.config_data.get(k)), None)
+    config = ctx.config_data
+    if config.keys().isdisjoint(_PASSWORD_KEYS):  # no password configured (checked on every command)
+        return None
+    required = next((config[k] for k in _PASSWORD_KEYS if config.get(k)), None)
     if required is None:
         return None
     if req.get("auth") is None:
