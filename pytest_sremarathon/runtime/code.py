@@ -220,12 +220,14 @@ class StoreClient:
     def __init__(self, ctx: Context, name: str) -> None:
         self._ctx = ctx
         self._name = name
+        self._password_key = password_key(name)
 
     def _send(self, op: str, payload: dict) -> dict:
-        password = self._ctx.config_data.get(password_key(self._name))
+        ctx = self._ctx
+        password = ctx.config_data.get(self._password_key)  # (read at every command: a rotation applies at once)
         if password is not None:
             payload = {**payload, "auth": password}
-        reply = self._ctx.call(self._name, op, payload)
+        reply = ctx.router.call(ctx, self._name, op, payload)  # what ctx.call does (the payload is never empty)
         if isinstance(reply, dict) and reply.get("error"):
             raise StoreError(self._name, str(reply["error"]), origin=f"service:{self._ctx.app}/{self._name}")
         return reply
