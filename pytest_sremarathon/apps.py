@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -46,13 +47,19 @@ class Traffic(BaseModel):
         params: dict[str, Any] = {}
         for key, choices in mix.params.items():
             if isinstance(choices, str):
-                prefix_lo, hi = choices.split("..")
-                digits = len(prefix_lo) - len(prefix_lo.rstrip("0123456789"))
-                prefix, lo = prefix_lo[: len(prefix_lo) - digits], int(prefix_lo[len(prefix_lo) - digits:])
-                params[key] = f"{prefix}{rng.randint(lo, int(hi))}"
+                prefix, lo, hi = _param_range(choices)
+                params[key] = f"{prefix}{rng.randint(lo, hi)}"
             else:
                 params[key] = rng.choice(choices)
         return params
+
+
+@functools.lru_cache(maxsize=256)
+def _param_range(choices: str) -> tuple[str, int, int]:
+    """``"u1..400"`` -> ("u", 1, 400); parsed once, not for every sampled request."""
+    prefix_lo, hi = choices.split("..")
+    digits = len(prefix_lo) - len(prefix_lo.rstrip("0123456789"))
+    return prefix_lo[: len(prefix_lo) - digits], int(prefix_lo[len(prefix_lo) - digits:]), int(hi)
 
 
 class ServiceSpec(BaseModel):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 _DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
+# Parsed once per distinct quantity: the kubelet and the alert rules read every pod's limits
+# every tick. (typed: 1 and 1.0 and "1" stay distinct keys.)
+@functools.lru_cache(maxsize=1024, typed=True)
 def cpu_millicores(q: str | int | float | None, default: int = 0) -> int:
     if q is None:
         return default
@@ -15,6 +20,7 @@ def cpu_millicores(q: str | int | float | None, default: int = 0) -> int:
     return int(round(float(s) * 1000))
 
 
+@functools.lru_cache(maxsize=1024, typed=True)
 def memory_bytes(q: str | int | float | None, default: int = 0) -> int:
     if q is None:
         return default

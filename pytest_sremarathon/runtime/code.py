@@ -220,12 +220,14 @@ class StoreClient:
     def __init__(self, ctx: Context, name: str) -> None:
         self._ctx = ctx
         self._name = name
+        self._password_key = password_key(name)
 
     def _send(self, op: str, payload: dict) -> dict:
-        password = self._ctx.config_data.get(password_key(self._name))
+        ctx = self._ctx
+        password = ctx.config_data.get(self._password_key)  # (read at every command: a rotation applies at once)
         if password is not None:
             payload = {**payload, "auth": password}
-        reply = self._ctx.call(self._name, op, payload)
+        reply = ctx.router.call(ctx, self._name, op, payload)  # what ctx.call does (the payload is never empty)
         if isinstance(reply, dict) and reply.get("error"):
             raise StoreError(self._name, str(reply["error"]), origin=f"service:{self._ctx.app}/{self._name}")
         return reply
@@ -255,7 +257,10 @@ _PASSWORD_KEYS = ("REDIS_PASSWORD", "MONGO_INITDB_ROOT_PASSWORD", "MEMCACHED_PAS
 
 def _denied(ctx, req):
     """The error reply to a client that does not present the configured password, if any."""
-    required = next((ctx.config_data[k] for k in _PASSWORD_KEYS if ctx.config_data.get(k)), None)
+    config = ctx.config_data
+    if config.keys().isdisjoint(_PASSWORD_KEYS):  # no password configured (checked on every command)
+        return None
+    required = next((config[k] for k in _PASSWORD_KEYS if config.get(k)), None)
     if required is None:
         return None
     if req.get("auth") is None:

@@ -79,6 +79,9 @@ class Controllers:
         self._collected: tuple[int, ...] = ()  # the kinds' versions after the last garbage collection
         self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
         self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
+        # kind -> (its version, its objects by controlling owner): regrouped only when an object
+        # of the kind changed (every change bumps the kind's version; the lists hold live dicts).
+        self._groups: dict[str, tuple[tuple[int, ...], dict[str, list[dict[str, Any]]]]] = {}
 
     def _template_hash(self, d: dict[str, Any]) -> str:
         key = (d["metadata"]["uid"], d["metadata"].get("generation", 1))
@@ -95,19 +98,27 @@ class Controllers:
         idle, self._idle = self._idle, {}
         before = self.store.resource_version
         quiet_until = FOREVER
-        replicasets = _by_controller(self.store.list("ReplicaSet"))
+        replicasets = self._by_controller("ReplicaSet")
         for d in list(self.store.list("Deployment")):
             rss = replicasets.get(d["metadata"]["uid"], [])
             due = _idle_until(d)
             quiet_until = min(quiet_until, due)
             self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)  # noqa: B023
-        pods = _by_controller(self.store.list("Pod"))
+        pods = self._by_controller("Pod")
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             owned = pods.get(rs["metadata"]["uid"], [])
             self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
         self.collect_garbage()
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
+
+    def _by_controller(self, kind: str) -> dict[str, list[dict[str, Any]]]:
+        """The objects of ``kind`` grouped by the uid of their controlling owner (read-only)."""
+        version = self.store.kind_version(kind)
+        cached = self._groups.get(kind)
+        if cached is None or cached[0] != version:
+            cached = self._groups[kind] = (version, _by_controller(self.store.list(kind)))
+        return cached[1]
 
     def _unless_idle(self, idle: dict[str, tuple[str, ...]], owner: dict[str, Any], owned: list[dict[str, Any]],
                      reconcile: Callable[[], None], may_skip: bool) -> None:

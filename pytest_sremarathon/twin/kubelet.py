@@ -84,6 +84,9 @@ class Container:
     main: Any = None  # a utility image's main process (ContainerRuntime); None for built artifacts
     exit_code: Optional[int] = None  # state "terminated": how the main process exited …
     finished_at: Optional[datetime] = None  # … and when
+    # What the pod's probes reach (_probe_target_ok), per probe: a pure function of the pod's
+    # spec, so kept while the pod's resourceVersion stays the same (every tick, mostly).
+    probe_targets: tuple[str, dict[int, tuple[bool, str]]] = ("", {})
 
     def log(self, t: datetime, line: str) -> None:
         for part in line.splitlines() or [""]:
@@ -398,16 +401,24 @@ class Kubelet:
                        f"pod={c.pod_name}_{c.namespace}({c.pod_uid})")
         self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet", c.node)
 
-    def _probe_ok(self, probe: dict[str, Any], spec: dict[str, Any], c: Container) -> tuple[bool, str]:
+    def _probe_ok(self, pod: dict[str, Any], probe: dict[str, Any], spec: dict[str, Any],
+                  c: Container) -> tuple[bool, str]:
         if c.main is not None and self.runtime is not None:
             return self.runtime.probe(c, probe)
-        return _probe_target_ok(probe, spec)
+        rv = pod["metadata"]["resourceVersion"]
+        if c.probe_targets[0] != rv:  # the pod changed (a new version replaces the dicts, touch bumps rv)
+            c.probe_targets = (rv, {})
+        known = c.probe_targets[1]
+        found = known.get(id(probe))  # (the probe dict lives as long as this version of the pod)
+        if found is None:
+            found = known[id(probe)] = _probe_target_ok(probe, spec)
+        return found
 
     def _probe(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
         # Liveness: the process answers /healthz as long as it runs.
         liveness = spec.get("livenessProbe")
         if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
-            ok, why = self._probe_ok(liveness, spec, c)
+            ok, why = self._probe_ok(pod, liveness, spec, c)
             if not ok:
                 c.liveness_failures += max(1, int(dt // liveness.get("periodSeconds", 10)))
                 self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
@@ -427,7 +438,7 @@ class Kubelet:
             return
         if c.started_at and (now - c.started_at).total_seconds() < readiness.get("initialDelaySeconds", 0):
             return
-        ok, why = self._probe_ok(readiness, spec, c)
+        ok, why = self._probe_ok(pod, readiness, spec, c)
         if ok and "httpGet" in readiness and c.module is not None and callable(getattr(c.module, "ready", None)):
             timeout_ms = 1000.0 * readiness.get("timeoutSeconds", 1)
             weight = dt / max(1, readiness.get("periodSeconds", 10))

@@ -115,6 +115,9 @@ class TrafficEngine:
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
         self._now: Optional[datetime] = None
+        # (namespace, service) -> the resourceVersions of the Service and of the pod its port
+        # check read, and the answer: a pure function of those two objects' specs (_port_ok).
+        self._ports_checked: dict[tuple[str, str], tuple[str, str, bool]] = {}
         # Every sampled call this tick, grouped for the scrape's counts (twin/counts.py: by
         # service, endpoint, pod, code and the pods it chose among; its weight and latency).
         self.samples: Groups = {}
@@ -183,11 +186,24 @@ class TrafficEngine:
                 if ep.port_ok and ep.running}
 
     def _port_ok(self, svc: dict[str, Any], ready: list[Container]) -> bool:
+        """Does the Service's targetPort reach a port of its (first ready) pod? Checked again only
+        when the Service or that pod changed (every change bumps its resourceVersion)."""
         if not ready:
             return True
         pod = self.store.get("Pod", ready[0].namespace, ready[0].pod_name)
         if pod is None:
             return True
+        key = (svc["metadata"]["namespace"], svc["metadata"]["name"])
+        svc_rv, pod_rv = svc["metadata"]["resourceVersion"], pod["metadata"]["resourceVersion"]
+        checked = self._ports_checked.get(key)
+        if checked is not None and checked[0] == svc_rv and checked[1] == pod_rv:
+            return checked[2]
+        ok = self._ports_match(svc, pod)
+        self._ports_checked[key] = (svc_rv, pod_rv, ok)
+        return ok
+
+    @staticmethod
+    def _ports_match(svc: dict[str, Any], pod: dict[str, Any]) -> bool:
         spec = pod["spec"]["containers"][0]
         ports = {p.get("containerPort") for p in spec.get("ports") or []} | \
             {p.get("name") for p in spec.get("ports") or [] if p.get("name")}
