@@ -49,7 +49,7 @@ def test_without_an_agent_ordinary_tests_still_run(pytester: pytest.Pytester) ->
 @pytest.mark.parametrize("args, message", [
     (["--agent=nope.missing:Agent"], "*--agent=nope.missing:Agent: cannot import agent module 'nope.missing'*"),
     (["--agent=not a spec"], "*invalid agent spec*"),
-    ([NOOP, "--agent-cmd=./agent"], "*give --agent or --agent-cmd, not both*"),
+    ([NOOP, "--agent-cmd=./agent"], "*give one of --agent, --agent-cmd or --agent-exec*"),
     (["--agent-cmd=./no-such-agent"], "*--agent-cmd: command not found: ./no-such-agent*"),
     ([NOOP, "--marathon-seeds=1,x"], "*--marathon-seeds takes comma-separated integers*"),
     ([NOOP, "--marathon-min-score=high"], "*--marathon-min-score takes a number*"),

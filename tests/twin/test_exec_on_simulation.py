@@ -183,7 +183,8 @@ def test_files_configmap_and_secret_volumes_and_the_image(sim: Sim, kc: TtyKubec
     assert ps[0].split() == ["PID", "USER", "TIME", "COMMAND"] and ps[1].split()[-2:] == ["sleep", "infinity"]
     # the app's image: python:3.11-slim with its artifact at /app, no ps, no wget
     cart = sim.running("cart")[0]["metadata"]["name"]
-    assert "cart.py\nlib.py\n" == kc("exec", "-n", "shop", cart, "--", "ls", "/app/services")
+    # the service, the app library and the vendored library the cart imports
+    assert "cart.py\nlib.py\nmoneyparse.py\n" == kc("exec", "-n", "shop", cart, "--", "ls", "/app/services")
     assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in kc("exec", "-n", "shop", cart, "--", "cat",
                                                                   "/etc/os-release")
     assert kc("exec", "-n", "shop", cart, "--", "sh", "-c", "id -u; pwd") == "65532\n/app\n"
