@@ -310,16 +310,9 @@ class Kubelet:
         if (node, c.image) not in self.pulled:
             self.pulled.add((node, c.image))
             self.events.record(pod, "Normal", "Pulled", f'Successfully pulled image "{c.image}"', "kubelet", node)
-        config, problem = self._config(pod, spec)
+        config = self._new_process(pod, spec, c, now)
         if config is None:
-            self.events.record(pod, "Warning", "Failed", f"Error: {problem}", "kubelet", node)
-            self._back_off(c, now, "CreateContainerConfigError", problem)
             return
-        if c.started_at is not None or c.last_termination is not None:
-            c.restarts += 1
-        c.previous_logs = list(c.logs) if c.last_termination else c.previous_logs
-        if c.last_termination:
-            c.logs.clear()
         ctx = Context(app=c.app, service=c.service, pod=c.pod_name, zone=c.zone, config_data=config,
                       router=self.router, logger=lambda line: c.log(self.store.clock(), line))
         self.events.record(pod, "Normal", "Created", f"Created container {c.name}", "kubelet", node)
@@ -355,6 +348,23 @@ class Kubelet:
         if self.runtime is not None:
             self.runtime.started(pod, spec, c)
 
+    def _new_process(self, pod: dict[str, Any], spec: dict[str, Any], c: Container,
+                     now: datetime) -> Optional[dict[str, str]]:
+        """What every container start does before its process runs: resolve the configuration
+        (None, with the back-off recorded, when it cannot be), count the restart and keep the
+        last run's logs as ``--previous``. The configuration, when it can start."""
+        config, problem = self._config(pod, spec)
+        if config is None:
+            self.events.record(pod, "Warning", "Failed", f"Error: {problem}", "kubelet", pod["spec"]["nodeName"])
+            self._back_off(c, now, "CreateContainerConfigError", problem)
+            return None
+        if c.started_at is not None or c.last_termination is not None:
+            c.restarts += 1
+        c.previous_logs = list(c.logs) if c.last_termination else c.previous_logs
+        if c.last_termination:
+            c.logs.clear()
+        return config
+
     def _start_utility(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         """A utility image (busybox, alpine, curl, netshoot, nginx): no code of ours, its command
         runs in the exec shell (ContainerRuntime.start_main)."""
@@ -364,16 +374,9 @@ class Kubelet:
             self.pulled.add((node, c.image))
             self.events.record(pod, "Normal", "Pulling", f'Pulling image "{c.image}"', "kubelet", node)
             self.events.record(pod, "Normal", "Pulled", f'Successfully pulled image "{c.image}"', "kubelet", node)
-        config, problem = self._config(pod, spec)
+        config = self._new_process(pod, spec, c, now)
         if config is None:
-            self.events.record(pod, "Warning", "Failed", f"Error: {problem}", "kubelet", node)
-            self._back_off(c, now, "CreateContainerConfigError", problem)
             return
-        if c.started_at is not None or c.last_termination is not None:
-            c.restarts += 1
-        c.previous_logs = list(c.logs) if c.last_termination else c.previous_logs
-        if c.last_termination:
-            c.logs.clear()
         self.events.record(pod, "Normal", "Created", f"Created container {c.name}", "kubelet", node)
         self.events.record(pod, "Normal", "Started", f"Started container {c.name}", "kubelet", node)
         c.started_at = now

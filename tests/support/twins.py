@@ -119,3 +119,21 @@ class BackendTwin:
 
     def close(self) -> None:
         self.backend.close()
+
+
+class AgentSimulation(BackendTwin):
+    """The default scenario's twin backend three virtual minutes in, behind the recording policy
+    point, with the agent's kubeconfig (``kubeconfig``) for ``token``."""
+
+    admission: Any  # a support.admission.RecordingAdmission
+
+    def __init__(self, tmp: Path, token: str) -> None:
+        from support.admission import RecordingAdmission
+
+        super().__init__(load_scenario(DEFAULT_SCENARIO), tmp, admission=RecordingAdmission(), tokens={token: "agent"})
+        self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", token)
+        self.run(180)
+
+    def active(self, app: str) -> list[dict[str, Any]]:
+        """``app``'s active pods in the shop."""
+        return [p for p in self.pods(app) if pod_is_active(p)]

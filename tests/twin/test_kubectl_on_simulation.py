@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.admission import RecordingAdmission
 from support.kubectl import Kubectl, kubectl_for
-from support.twins import DEFAULT_SCENARIO, BackendTwin
+from support.twins import AgentSimulation
 
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.scenario import load_scenario
@@ -17,31 +16,19 @@ from pytest_sremarathon.scenario import load_scenario
 TOKEN = "sim-agent-token"
 
 
-class Sim(BackendTwin):
-    """The default scenario's twin backend, three virtual minutes in, with a kubeconfig for
-    the agent and the recording policy point."""
-
-    admission: RecordingAdmission
-
-    def __init__(self, tmp: Path) -> None:
-        super().__init__(load_scenario(DEFAULT_SCENARIO), tmp, admission=RecordingAdmission(), tokens={TOKEN: "agent"})
-        self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", TOKEN)
-        self.run(180)
-
-
 @pytest.fixture
 def sim(tmp_path: Path) -> Any:
-    s = Sim(tmp_path)
+    s = AgentSimulation(tmp_path, TOKEN)
     yield s
     s.close()
 
 
 @pytest.fixture
-def kc(sim: Sim, tmp_path: Path) -> Kubectl:
+def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
     return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
-def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: Sim, kc: Kubectl) -> None:
+def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: AgentSimulation, kc: Kubectl) -> None:
     before = {p["spec"]["containers"][0]["image"] for p in sim.pods("ad")}
     kc("set", "image", "deployment/ad", "ad=registry.sremarathon.local/shop/ad:does-not-exist", "-n", "shop")
     sim.run(120)
@@ -54,7 +41,7 @@ def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: Sim, 
     assert "successfully rolled out" in kc("rollout", "status", "deployment/ad", "-n", "shop", "--timeout=5s")
 
 
-def test_deployments_and_replicasets_carry_their_revision(sim: Sim, kc: Kubectl) -> None:
+def test_deployments_and_replicasets_carry_their_revision(sim: AgentSimulation, kc: Kubectl) -> None:
     """``deployment.kubernetes.io/revision`` on the Deployment too (scripts read it there)."""
     revision = "deployment.kubernetes.io/revision"
     shown = kc("get", "deployments", "-n", "shop", "-o", "jsonpath={range .items[*]}{.metadata.annotations."
@@ -69,7 +56,7 @@ def test_deployments_and_replicasets_carry_their_revision(sim: Sim, kc: Kubectl)
     assert rss == {"1", "2"}
 
 
-def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl, tmp_path: Path) -> None:
+def test_set_env_and_edit_roll_out_through_the_controllers(sim: AgentSimulation, kc: Kubectl, tmp_path: Path) -> None:
     kc("set", "env", "deployment/recommendation", "MAX_RECOMMENDATIONS=2", "-n", "shop")
     sim.run(180)
     kubelet = sim.backend.cluster.kubelet
@@ -83,7 +70,7 @@ def test_set_env_and_edit_roll_out_through_the_controllers(sim: Sim, kc: Kubectl
     assert len([p for p in sim.pods("email") if p["status"].get("phase") == "Running"]) == 3
 
 
-def test_logs_by_deployment_show_a_real_traceback(sim: Sim, kc: Kubectl) -> None:
+def test_logs_by_deployment_show_a_real_traceback(sim: AgentSimulation, kc: Kubectl) -> None:
     # a bad deploy: the shop's curated change that breaks JPY conversions (its unit tests pass)
     scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
     change = next(c for c in scenario.catalogues["shop"] if c.id == "currency-minor-units")
@@ -96,7 +83,7 @@ def test_logs_by_deployment_show_a_real_traceback(sim: Sim, kc: Kubectl) -> None
     assert "KeyError: 'JPY'" in out
 
 
-def test_the_dynamic_client_discovers_and_lists_the_twin(sim: Sim) -> None:
+def test_the_dynamic_client_discovers_and_lists_the_twin(sim: AgentSimulation) -> None:
     from kubernetes import config, dynamic
 
     client = dynamic.DynamicClient(config.new_client_from_config(config_file=str(sim.kubeconfig)))
@@ -107,7 +94,7 @@ def test_the_dynamic_client_discovers_and_lists_the_twin(sim: Sim) -> None:
     assert {n.metadata.labels["topology.kubernetes.io/zone"] for n in nodes.items} == {"zone-a", "zone-b"}
 
 
-def test_every_mutation_passes_the_policy_point_and_is_recorded(sim: Sim, kc: Kubectl) -> None:
+def test_every_mutation_passes_the_policy_point_and_is_recorded(sim: AgentSimulation, kc: Kubectl) -> None:
     kc("scale", "deployment/ad", "--replicas=3", "-n", "shop")
     denied = kc.run("delete", "namespace", "shop", check=False)
     assert denied.returncode != 0 and "no-delete-namespace" in denied.stderr

@@ -9,38 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.admission import RecordingAdmission
 from support.kubectl import Kubectl, kubectl_for
-from support.twins import DEFAULT_SCENARIO, BackendTwin
-
-from pytest_sremarathon.k8s.objects import pod_is_active
-from pytest_sremarathon.scenario import load_scenario
+from support.twins import AgentSimulation
 
 TOKEN = "reactions-agent-token"
 REVISION = "deployment.kubernetes.io/revision"
 
 
-class Sim(BackendTwin):
-    """The default scenario's twin backend three virtual minutes in, with the agent's kubeconfig."""
-
-    def __init__(self, tmp: Path) -> None:
-        super().__init__(load_scenario(DEFAULT_SCENARIO), tmp, admission=RecordingAdmission(), tokens={TOKEN: "agent"})
-        self.kubeconfig = self.backend.server.write_kubeconfig(tmp / "sim.kubeconfig", TOKEN)
-        self.run(180)
-
-    def active(self, app: str) -> list[dict[str, Any]]:
-        return [p for p in self.pods(app) if pod_is_active(p)]
-
-
 @pytest.fixture
 def sim(tmp_path: Path) -> Any:
-    s = Sim(tmp_path)
+    s = AgentSimulation(tmp_path, TOKEN)
     yield s
     s.close()
 
 
 @pytest.fixture
-def kc(sim: Sim, tmp_path: Path) -> Kubectl:
+def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
     return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
@@ -48,7 +32,7 @@ def _get(kc: Kubectl, *args: str) -> Any:
     return json.loads(kc("get", *args, "-o", "json"))
 
 
-def test_rollout_history_and_undo_work_right_after_set_image(sim: Sim, kc: Kubectl) -> None:
+def test_rollout_history_and_undo_work_right_after_set_image(sim: AgentSimulation, kc: Kubectl) -> None:
     t0 = sim.clock.now
     kc("set", "image", "deployment/ad", "ad=registry.sremarathon.local/shop/ad:v2", "-n", "shop")
     # No tick has run: the new ReplicaSet, its revision and its scheduled pods are there already.
@@ -65,7 +49,7 @@ def test_rollout_history_and_undo_work_right_after_set_image(sim: Sim, kc: Kubec
     assert not d["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v2")
 
 
-def test_a_deleted_pod_is_replaced_scheduled_and_gone_from_the_endpoints_at_once(sim: Sim, kc: Kubectl) -> None:
+def test_a_deleted_pod_is_replaced_scheduled_and_gone_from_the_endpoints_at_once(sim: AgentSimulation, kc: Kubectl) -> None:
     before = {p["metadata"]["name"] for p in sim.active("cart")}
     victim = sorted(before)[0]
     kc("delete", "pod", victim, "-n", "shop", "--wait=false")
@@ -79,7 +63,7 @@ def test_a_deleted_pod_is_replaced_scheduled_and_gone_from_the_endpoints_at_once
     assert victim not in targets
 
 
-def test_scaling_creates_scheduled_pods_at_once(sim: Sim, kc: Kubectl) -> None:
+def test_scaling_creates_scheduled_pods_at_once(sim: AgentSimulation, kc: Kubectl) -> None:
     kc("scale", "deployment/email", "--replicas=4", "-n", "shop")
     pods = sim.active("email")
     assert len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
@@ -91,7 +75,7 @@ def test_the_reaction_is_deterministic(tmp_path: Path) -> None:
     seen = []
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
-        s = Sim(tmp_path / run)
+        s = AgentSimulation(tmp_path / run, TOKEN)
         try:
             kc = kubectl_for(s.kubeconfig, tmp_path / run / "cache")
             kc("scale", "deployment/email", "--replicas=3", "-n", "shop")
