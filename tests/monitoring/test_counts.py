@@ -112,6 +112,39 @@ def test_a_fault_shows_within_ticks_and_a_repair_within_minutes() -> None:
     assert after[-1] < 0.05, after  # ... and again at the repair, not 30 minutes later
 
 
+CALLERS = {("shop", "payment"): ["checkout"]}
+
+
+def _routable(payment_pods: list[str]) -> dict[tuple[str, str], list[str]]:
+    return {("shop", "checkout"): [p.pod_name for p in PODS], ("shop", "payment"): payment_pods}
+
+
+def test_a_caller_forgets_a_callee_caused_share_once_the_callee_s_pods_change() -> None:
+    """checkout fails 30% of its calls because payment does; a revert of payment rolls out new
+    pods, and checkout's failures stop. A caller sampled once a tick would need tens of minutes
+    of clean samples to rule a 30% share out; the change of the pods behind payment is a change
+    point the twin knows, so the next scrapes read the repair."""
+    rng, draws, model = random.Random(12), random.Random(13), CountModel(callers=CALLERS)
+    for _ in range(60):
+        model.draw(_tick(rng, 0.3), draws, routable=_routable(["payment-old"]))
+    model.draw(_tick(rng, 0.0), draws, routable=_routable(["payment-new"]))  # the revert rolled out
+    after = [_ratio(model.draw(_tick(rng, 0.0), draws, routable=_routable(["payment-new"])))[1] for _ in range(4)]
+    assert max(after) == 0.0, after
+
+
+def test_restarting_the_callee_without_repairing_it_does_not_hide_the_callers_failures() -> None:
+    """The adversary's move: restart payment (its pods change) while the fault stays. checkout
+    forgets what it held, and its share comes back from the next samples: a restart buys a scrape
+    or two, not a quiet dashboard."""
+    rng, draws, model = random.Random(14), random.Random(15), CountModel(callers=CALLERS)
+    for _ in range(60):
+        model.draw(_tick(rng, 0.3), draws, routable=_routable(["payment-old"]))
+    ratios = [_ratio(model.draw(_tick(rng, 0.3), draws, routable=_routable(["payment-restarted"])))[1]
+              for _ in range(40)]
+    assert statistics.fmean(ratios[10:]) > 0.15, ratios
+    assert sum(r > 0.05 for r in ratios[5:]) >= 25, ratios
+
+
 def test_calls_that_reach_no_pod_count_without_one_and_latencies_land_in_their_buckets() -> None:
     draws, model = random.Random(3), CountModel()
     samples = [("shop", "cart", "get_cart", None, "", "503", 0.0, 30.0),
