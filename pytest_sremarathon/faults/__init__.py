@@ -8,6 +8,7 @@ from typing import Optional
 
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
+from .datastore import DatastoreFailover
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
 from .infrastructure import (
     CpuNoisyNeighbour,
@@ -23,7 +24,8 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
-                                              TrafficSurge)
+                                              TrafficSurge,
+                                              DatastoreFailover)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -221,9 +221,15 @@ class StoreClient:
         self._ctx = ctx
         self._name = name
         self._password_key = password_key(name)
+        # The pool's connections are pinned to one server address (resolved when the process
+        # started): once that server is gone, every command fails with this reply until the
+        # process restarts and resolves the name again (faults/datastore.py, failover).
+        self.pinned: Optional[str] = None
 
     def _send(self, op: str, payload: dict) -> dict:
         ctx = self._ctx
+        if self.pinned is not None:
+            raise StoreError(self._name, self.pinned, origin=f"service:{ctx.app}/{self._name}")
         password = ctx.config_data.get(self._password_key)  # (read at every command: a rotation applies at once)
         if password is not None:
             payload = {**payload, "auth": password}

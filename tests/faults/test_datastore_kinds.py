@@ -1,0 +1,204 @@
+"""Datastore fault kinds (faults/datastore.py) on a real twin running one app.
+
+For every kind: injected, it produces the effects an agent can see (logs, probe events, error
+and latency metrics); its mitigation condition stays false after the wrong repairs and turns
+true, and stays true, after the documented one; the on-call cleanup leaves a healthy app.
+Repairs are the API writes an agent would make (delete pods, scale, rollout restart).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from support.twins import AppTwin, default_app
+
+from pytest_sremarathon.clock import EPOCH
+from pytest_sremarathon.faults import Fault, builtin_registry
+from pytest_sremarathon.faults.catalogue import CuratedChange
+from pytest_sremarathon.k8s.store import iso
+
+
+class Twin(AppTwin):
+    """One app on a two-zone twin with the fault registry and the agent's repair verbs."""
+
+    def __init__(self, ns: str, repos: Path) -> None:
+        super().__init__([default_app(ns)], repos, start=EPOCH + timedelta(hours=10))  # busy daytime traffic
+        self.ns = ns
+        self.registry = builtin_registry()
+        self.run(minutes=5)
+        self.cluster.settled()
+        self.run(minutes=10)
+
+    def curated(self, app: str, change_id: str) -> CuratedChange:
+        raise KeyError(change_id)
+
+    def inject(self, kind: str, **params: Any) -> Fault:
+        now = self.clock.now
+        fault = Fault(id="F01", kind=kind, family=self.registry[kind].family, app=self.ns, start=now,
+                      end=now + timedelta(hours=2), params=params)
+        self.registry[kind].inject(self, fault)
+        fault.arrived = True
+        return fault
+
+    def activate(self, fault: Fault, within: float) -> None:
+        for _ in range(int(within * 2)):
+            self.run(0.5)
+            if self.registry[fault.kind].active(self, fault):
+                fault.injected = True
+                return
+        pytest.fail(f"{fault.kind} did not take effect within {within} minutes")
+
+    def mitigated(self, fault: Fault) -> bool:
+        return self.registry[fault.kind].mitigated(self, fault)
+
+    def holds(self, fault: Fault, minutes: float) -> bool:
+        for _ in range(int(minutes * 2)):
+            self.run(0.5)
+            if not self.mitigated(fault):
+                return False
+        return True
+
+    def becomes_mitigated(self, fault: Fault, within: float) -> bool:
+        for _ in range(int(within * 2)):
+            self.run(0.5)
+            if self.mitigated(fault):
+                return True
+        return False
+
+    def cleanup(self, fault: Fault) -> None:
+        self.registry[fault.kind].cleanup(self, fault)
+        fault.ended = True
+
+    # -- what the agent sees -------------------------------------------------------------------
+    def metric(self, svc: str, name: str, ticks: int = 4) -> float:
+        values = self.cluster.metrics.window(self.ns, svc, name, ticks)
+        return sum(values) / len(values) if values else 0.0
+
+    def logs(self, svc: str) -> str:
+        return "\n".join(line for c in self.cluster.kubelet.containers.values()
+                         if c.namespace == self.ns and c.service == svc
+                         for _, line in list(c.logs) + list(c.previous_logs))
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.store.list("Event") if e["reason"] == reason]
+
+    def pods(self, svc: Optional[str] = None) -> list[dict[str, Any]]:
+        return self.active_pods(self.ns, svc)
+
+    # -- what the agent does (each is one API write) -------------------------------------------
+    def _update(self, kind: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        obj = copy.deepcopy(self.store.get(kind, self.ns, name))
+        change(obj)
+        self.store.replace(obj)
+
+    def workload(self, svc: str) -> str:
+        """The kind of the workload behind a service (a Deployment today; a datastore may be a
+        StatefulSet): found by name, as ``kubectl get deploy,sts <name>`` would."""
+        return next(k for k in ("Deployment", "StatefulSet") if self.store.get(k, self.ns, svc) is not None)
+
+    def scale(self, svc: str, replicas: int) -> None:
+        self._update(self.workload(svc), svc, lambda o: o["spec"].update(replicas=replicas))
+
+    def rollout_restart(self, svc: str) -> None:
+        def restart(o: dict[str, Any]) -> None:
+            md = o["spec"]["template"].setdefault("metadata", {})
+            md.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = iso(self.clock.now)
+        self._update(self.workload(svc), svc, restart)
+
+    def delete_pods(self, svc: str) -> None:
+        for pod in self.pods(svc):
+            self.store.delete("Pod", self.ns, pod["metadata"]["name"])
+
+    def assert_healthy(self) -> None:
+        for svc in self.apps[self.ns].services:
+            obj = self.store.get(self.workload(svc), self.ns, svc)
+            status = obj.get("status", {})
+            assert status.get("availableReplicas", status.get("readyReplicas", 0)) == obj["spec"]["replicas"], (svc, status)
+        assert self.metric("frontend", "error_ratio", 2) < 0.01
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Twin:
+    return Twin("shop", tmp_path / "repos")
+
+
+# -- datastore-failover -------------------------------------------------------------------------
+
+def test_failover_leaves_clients_on_the_old_primary_until_they_restart(shop: Twin) -> None:
+    twin = shop
+    assert twin.metric("frontend", "error_ratio") == 0.0
+    (old,) = twin.pods("cart-cache")
+    old_ip = old["status"]["podIP"]
+    fault = twin.inject("datastore-failover", datastore="cart-cache")
+    assert fault.component == "service:shop/cart-cache"
+    assert {("shop", "cart"), ("shop", "frontend")} <= fault.impact
+    twin.activate(fault, within=2)  # the detection delay, then the replacement serves
+    twin.run(3)
+    # The datastore is healthy again: a new pod at a new address, and it says it took over.
+    (new,) = twin.pods("cart-cache")
+    assert new["metadata"]["uid"] != old["metadata"]["uid"] and new["status"]["podIP"] != old_ip
+    assert "MASTER MODE enabled" in twin.logs("cart-cache")
+    assert twin.metric("cart-cache", "ready_pods", 1) == 1
+    # … but its clients still dial the dead address, and say so.
+    unreachable = f"Error 113 connecting to {old_ip}:6379. No route to host."
+    assert unreachable in twin.logs("cart") or any(
+        unreachable in e["message"] for e in twin.events("Unhealthy") if e["involvedObject"]["name"].startswith("cart-"))
+    assert twin.metric("cart", "ready_pods", 1) == 0
+    assert twin.metric("frontend", "error_ratio") > 0.05
+    assert not twin.mitigated(fault)
+    # Wrong: restarting the datastore again, or scaling it, reaches no client.
+    twin.delete_pods("cart-cache")
+    twin.run(2)
+    assert not twin.mitigated(fault)
+    twin.scale("cart-cache", 2)
+    twin.run(2)
+    assert not twin.mitigated(fault) and twin.metric("frontend", "error_ratio") > 0.05
+    twin.scale("cart-cache", 1)
+    # Wrong: restarting a caller of the client changes nothing either.
+    twin.rollout_restart("checkout")
+    twin.run(2)
+    assert not twin.mitigated(fault)
+    # The documented repair: restart the clients, which resolve the Service again.
+    twin.rollout_restart("cart")
+    assert twin.becomes_mitigated(fault, within=4) and twin.holds(fault, 10)
+    assert twin.metric("frontend", "error_ratio") < 0.01
+    twin.cleanup(fault)
+    twin.run(3)
+    twin.assert_healthy()
+
+
+def test_unrepaired_failover_is_cleaned_up_by_restarting_the_clients(shop: Twin) -> None:
+    twin = shop
+    fault = twin.inject("datastore-failover", datastore="cart-cache")
+    form = twin.registry["datastore-failover"].component_form
+    assert re.fullmatch(re.sub(r"<[^>]+>", "[a-z0-9-]+", form), fault.component)
+    twin.activate(fault, within=2)
+    twin.run(3)
+    assert not twin.mitigated(fault)
+    twin.cleanup(fault)
+    twin.run(4)
+    assert twin.mitigated(fault)
+    twin.assert_healthy()
+
+
+def test_a_mongodb_failover_shows_the_election_and_the_drivers_error(tmp_path: Path) -> None:
+    twin = Twin("hotel", tmp_path / "repos")
+    (old,) = twin.pods("mongodb-user")
+    fault = twin.inject("datastore-failover", datastore="mongodb-user")
+    twin.activate(fault, within=2)
+    twin.run(2)
+    assert '"newState":"PRIMARY"' in twin.logs("mongodb-user")
+    unreachable = f"{old['status']['podIP']}:27017: [Errno 113] No route to host"
+    assert unreachable in twin.logs("user") + "".join(e["message"] for e in twin.events("Unhealthy"))
+    assert not twin.mitigated(fault)
+    twin.rollout_restart("mongodb-user")  # wrong: the datastore is not what the clients dial
+    twin.run(2)
+    assert not twin.mitigated(fault)
+    twin.rollout_restart("user")
+    assert twin.becomes_mitigated(fault, within=4) and twin.holds(fault, 5)
