@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, MutableMapping, MutableSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +38,26 @@ def diurnal(t: datetime) -> float:
     return 0.35 + 0.65 * (0.5 - 0.5 * math.cos(2 * math.pi * (hours - 4) / 24))
 
 
+@dataclass
+class SaturableBackend:
+    """A datastore provisioned for the load its cache leaves it (faults/datastore.py, the cache
+    stampede; twin/backend_queue.py runs it): past ``capacity_rps`` per serving pod its
+    requests queue, and the queue's wait is added to every request it serves."""
+
+    cache: str  # the cache in front of it (a service of the same namespace)
+    warm_rps: float  # its load while the cache was warm
+    headroom: float  # where its capacity lies between the warm load (0) and the stuck one (1)
+    client_timeout_ms: float  # the tightest deadline of the cache's clients
+    warm_hit_ratio: float = 1.0  # the cache's before the trigger
+    capacity_rps: float = 0.0  # per serving pod; set from the first stuck tick's load
+    backlog: float = 0.0  # requests waiting
+    delay_ms: float = 0.0  # the wait a request finds now
+    offered_rps: float = 0.0  # measured last tick
+    hit_ratio: float = 1.0  # the cache's, over the last few ticks (weighted by real requests)
+    window: list[tuple[float, float]] = field(default_factory=list)  # (hits, misses) per tick
+    primed: bool = False
+
+
 class NetworkKnobs(Protocol):
     """Physical network state the infrastructure faults turn."""
 
@@ -59,6 +79,8 @@ class NetworkKnobs(Protocol):
     def externals_down(self) -> MutableSet[str]: ...
     @property
     def dns_race_share(self) -> MutableMapping[str, float]: ...  # namespace -> share of lookups lost
+    @property
+    def backends(self) -> MutableMapping[str, SaturableBackend]: ...  # "<ns>/<datastore>" -> its queue
     cpu_overload_timeouts: bool
 
 
@@ -83,6 +105,8 @@ class RunningContainer(Protocol):
     def restarts(self) -> int: ...
     @property
     def ctx(self) -> Any: ...  # the handler context (``.config_data``: what it started with)
+    @property
+    def module(self) -> Any: ...  # the running code (a datastore's: its ``_DATA``)
     @property
     def memory(self) -> int: ...
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
-from .datastore import DatastoreFailover
+from .datastore import CacheStampede, DatastoreFailover
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
 from .infrastructure import (
     CpuNoisyNeighbour,
@@ -25,7 +25,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              DatastoreFailover)
+                                              DatastoreFailover, CacheStampede)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

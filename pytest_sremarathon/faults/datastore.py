@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Optional
 
+from ..cluster import SaturableBackend
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, workload_evidence
 from .dependency import running_containers
@@ -184,3 +185,140 @@ class DatastoreFailover(FaultKind):
         if not self.mitigated(world, fault):
             for client in clients_of(world, fault.app, fault.params["datastore"]):
                 rollout_restart(world, fault.app, client)
+
+
+# -- the cache stampede ---------------------------------------------------------------------------
+
+#: The hit ratio the judge wants back (over the backend_queue window): a warm cache of these
+#: apps serves nearly every read; below it the misses alone can refill the queue.
+WARM_HIT_RATIO = 0.9
+HERD_WAIT_MS = 30000.0  # the queue's bound (backend_queue.MAX_WAIT_S)
+
+
+def _engine_is(world: World, ns: str, svc: str, engine: str) -> bool:
+    spec = world.apps[ns].services.get(svc)
+    return spec is not None and spec.datastore is not None and engine in spec.datastore
+
+
+def _stampede_choice(rng: random.Random, targets: Any, free: Callable[[tuple[str, str]], bool]) \
+        -> Optional[tuple[str, dict[str, Any], list[tuple[str, str]]]]:
+    """A memcached in front of a shared mongo: a service reads the database through the cache
+    and other services read it too (the hotel's rate and profile, in front of its catalogue).
+    A database behind one service only is that service's store of record (bookings, posts):
+    its load is mostly writes, which no cache takes away. The backend's capacity covers its warm load plus a share of the cache's:
+    the example of Bronson et al. (HotOS 2021, "Metastable failures in distributed systems") is
+    a database provisioned for the misses of a 90%-hit cache, which a cold cache multiplies.
+    ``headroom``: where the database's capacity lies between its warm load (0) and the load
+    of the stuck state (1: every client request's first miss, and the driver's retry of it)."""
+    pool = []
+    for app in targets.apps:
+        services = app.services
+        for spec in services.values():
+            caches = [d for d in spec.calls if services[d].datastore and "memcached" in services[d].datastore]
+            dbs = [d for d in spec.calls if services[d].datastore and "mongo" in services[d].datastore]
+            readers = [s for s, other in services.items() if dbs and dbs[0] in other.calls]
+            if len(caches) == 1 and len(dbs) == 1 and len(readers) > 1 and (app.namespace, caches[0], dbs[0]) not in pool \
+                    and free(("datastore", f"{app.namespace}/{caches[0]}")) \
+                    and free(("datastore", f"{app.namespace}/{dbs[0]}")):
+                pool.append((app.namespace, caches[0], dbs[0]))
+    if not pool:
+        return None
+    ns, cache, db = rng.choice(sorted(pool))
+    return ns, {"cache": cache, "backend": db, "headroom": rng.choice([0.6, 0.7, 0.8])}, \
+        [("datastore", f"{ns}/{cache}"), ("datastore", f"{ns}/{db}")]
+
+
+class CacheStampede(FaultKind):
+    """A maintenance job flushes a cache (memcached ``flush_all``) in front of a database that
+    is provisioned for the load the warm cache leaves it (its capacity ``headroom`` of the way
+    from that load to the load of the stuck state). Every read misses and goes to the database at once; its queue's wait
+    passes the callers' timeouts within seconds, so the reads time out before the callers
+    write the values back: the cache never refills, the misses go on, and the database keeps
+    serving the abandoned reads. A metastable failure: the trigger is long over (the flush took
+    a millisecond) and the overload sustains itself. Callers of the database — the cache's
+    clients and every other reader — fail with ``deadline exceeded``; the database's latency
+    sits at its queue's wait, its request rate several times its normal one.
+
+    Repair: add backend capacity above the cold-cache load until the cache is warm again (scale
+    the database's workload up; back down once its hit ratio has recovered) — the on-call move
+    for a metastable overload is to shed load or add capacity until the sustaining loop breaks
+    (Huang et al., OSDI 2022, "Metastable failures in the wild"). Restarting the cache flushes it
+    again; restarting the clients, or reverting a change, leaves the loop as it is.
+    Mitigated when the database's queue is empty (its load is below its capacity), the cache's
+    hit ratio is back above 90%, and the cache, the database and the clients have ready pods.
+    Cleanup: the on-call human adds capacity until the cache is warm."""
+
+    name = "cache-stampede"
+    family = "load"
+    description = "a cache flush turns into a self-sustaining overload of the database behind it"
+    component_form = "service:<app>/<database>"
+    repair = (
+        "add database capacity above the cold-cache load (scale its workload up) until the cache's "
+        "hit ratio recovers, then scale back"
+    )
+    judge = (
+        "the database's queue is empty (load below capacity), the cache's hit ratio is above 90% "
+        "again, and the cache, the database and its clients have ready pods"
+    )
+    choose = staticmethod(_stampede_choice)
+
+    def _clients(self, world: World, ns: str, cache: str) -> list[str]:
+        return clients_of(world, ns, cache)
+
+    def inject(self, world: World, fault: Fault) -> None:
+        ns, cache, db = fault.app, fault.params["cache"], fault.params["backend"]
+        if not (_engine_is(world, ns, cache, "memcached") and _engine_is(world, ns, db, "mongo")):
+            raise ValueError(f"{ns}/{cache} in front of {ns}/{db} is not a cache in front of a database")
+        clients = self._clients(world, ns, cache)
+        timeout = min((float(c.ctx.config_data.get("REQUEST_TIMEOUT_MS", 1000)) for s in clients
+                       for c in running_containers(world, ns, s) if c.ctx is not None), default=1000.0)
+        caches = running_containers(world, ns, cache)
+        hits = sum(getattr(c.module, "_STATS", {}).get("get_hits", 0.0) for c in caches)
+        misses = sum(getattr(c.module, "_STATS", {}).get("get_misses", 0.0) for c in caches)
+        # Every in-flight read misses at once: the database's queue is full at once (its wait
+        # past every deadline); the queue model sizes it once it has measured the stuck load.
+        world.cluster.network.backends[f"{ns}/{db}"] = SaturableBackend(
+            cache=cache, warm_rps=_mean(world.cluster.metrics.window(ns, db, "requests_per_second", 4)),
+            headroom=float(fault.params.get("headroom", 0.7)), client_timeout_ms=timeout,
+            warm_hit_ratio=hits / (hits + misses) if hits + misses else 1.0, delay_ms=HERD_WAIT_MS)
+        now = world.cluster.store.clock()
+        for c in caches:
+            data = getattr(c.module, "_DATA", None)
+            if data is not None:
+                data.clear()
+            c.log(now, "<31 flush_all")
+            c.log(now, ">31 OK")
+        fault.component = f"service:{ns}/{db}"
+        fault.description = (f"{ns}/{cache} was flushed; {ns}/{db}, provisioned for the warm cache's load, "
+                             f"is stuck in overload (misses, timeouts, retries)")
+        fault.impact = self.symptoms_from(world, ns, db) | self.symptoms_from(world, ns, cache)
+
+    def _warm(self, backend: SaturableBackend) -> float:
+        """The hit ratio that counts as warm again: 90%, or nearly the cache's own before."""
+        return min(WARM_HIT_RATIO, 0.95 * backend.warm_hit_ratio)
+
+    def mitigated(self, world: World, fault: Fault) -> bool:
+        ns, cache, db = fault.app, fault.params["cache"], fault.params["backend"]
+        backend = world.cluster.network.backends.get(f"{ns}/{db}")
+        if backend is None or backend.backlog > 0 or backend.hit_ratio < self._warm(backend) or not backend.window:
+            return False
+        return services_have_ready_pods(world, {(ns, s) for s in [cache, db, *self._clients(world, ns, cache)]})
+
+    def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
+        """The database's replicas and pods (its capacity), the cache's and its clients' pods."""
+        ns, cache = fault.app, fault.params["cache"]
+        return [r for svc in [fault.params["backend"], cache, *self._clients(world, ns, cache)]
+                for r in workload_evidence(world, ns, svc)]
+
+    def cleanup(self, world: World, fault: Fault) -> None:
+        ns, db = fault.app, fault.params["backend"]
+        network = world.cluster.network
+        if network.backends.pop(f"{ns}/{db}", None) is None:
+            return
+        for c in world.cluster.kubelet.containers.values():
+            if c.namespace == ns and c.service == db:
+                network.pod_delay_ms.pop(c.pod_uid, None)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

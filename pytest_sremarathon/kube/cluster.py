@@ -199,6 +199,7 @@ class KubeNetwork:
         self.pod_delay_ms = _Knob(_refuse("a slow datastore"), _allow)
         self.node_cpu_noise = _Knob(_refuse("a noisy neighbour stealing node CPU"), _allow)
         self.cpu_overload_timeouts = False  # on a real cluster, overload is real
+        self.backends = _Knob(_refuse("a backend provisioned below its cold-cache load"), _allow)
 
     def observe(self, nodes: list[node_faults.NodeInfo]) -> None:
         with self._lock:

@@ -276,9 +276,17 @@ def _denied(ctx, req):
     return None
 
 
+_STATS = {"get_hits": 0.0, "get_misses": 0.0}  # as memcached's ``stats``; in real requests
+
+
 def get(ctx, req):
     ctx.work(0.3)
-    return _denied(ctx, req) or {"value": _DATA.get(req["key"])}
+    denied = _denied(ctx, req)
+    if denied:
+        return denied
+    value = _DATA.get(req["key"])
+    _STATS["get_misses" if value is None else "get_hits"] += getattr(ctx.router, "weight", 1.0)
+    return {"value": value}
 
 
 def put(ctx, req):

@@ -15,6 +15,7 @@ from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_read
 from ..k8s.store import Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
+from . import backend_queue
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
@@ -161,6 +162,8 @@ class TwinCluster:
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
             now = self.store.clock()
+            if self.network.backends:  # a backend provisioned below its cold-cache load
+                backend_queue.tick(self.network, self.kubelet, self.traffic.samples, dt)
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
             traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())

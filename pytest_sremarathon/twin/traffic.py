@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..cluster import SaturableBackend
 from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
@@ -57,6 +58,7 @@ class Network:
     # When on, a pod whose CPU demand passes its limit cannot serve the excess: that share of
     # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
     cpu_overload_timeouts: bool = False
+    backends: dict[str, SaturableBackend] = field(default_factory=dict)  # "<ns>/<datastore>" -> queue (backend_queue.py)
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions
@@ -245,6 +247,12 @@ class TrafficEngine:
         for uid, c in self.kubelet.containers.items():
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
         return self.samples
+
+    @property
+    def weight(self) -> float:
+        """How many real requests the call being served stands for (a datastore's hit ratio
+        counts them)."""
+        return self._weight
 
     # -- the Router protocol ---------------------------------------------------------------
     def work(self, ctx: Context, ms: float) -> None:

@@ -202,3 +202,64 @@ def test_a_mongodb_failover_shows_the_election_and_the_drivers_error(tmp_path: P
     assert not twin.mitigated(fault)
     twin.rollout_restart("user")
     assert twin.becomes_mitigated(fault, within=4) and twin.holds(fault, 5)
+
+
+# -- cache-stampede -----------------------------------------------------------------------------
+
+@pytest.fixture
+def hotel(tmp_path: Path) -> Twin:
+    return Twin("hotel", tmp_path / "repos")
+
+
+def test_a_flushed_cache_becomes_an_overload_that_outlives_its_trigger(hotel: Twin) -> None:
+    twin = hotel
+    assert twin.metric("frontend", "error_ratio") == 0.0
+    warm_db_rps = twin.metric("mongodb-hotels", "requests_per_second")
+    fault = twin.inject("cache-stampede", cache="memcached-rate", backend="mongodb-hotels", headroom=0.7)
+    assert fault.component == "service:hotel/mongodb-hotels"
+    assert {("hotel", "rate"), ("hotel", "geo"), ("hotel", "frontend")} <= fault.impact
+    backend = twin.cluster.network.backends["hotel/mongodb-hotels"]
+    twin.run(3)
+    # What the agent can see: the flush, the database slow and far busier than usual, the
+    # callers' deadlines passing, errors at the entry; and the cache stays cold.
+    assert "flush_all" in twin.logs("memcached-rate")
+    assert twin.metric("mongodb-hotels", "latency_p99_ms", 2) > 1000
+    assert twin.metric("mongodb-hotels", "requests_per_second", 2) > warm_db_rps + 10
+    assert "deadline exceeded" in twin.logs("rate")
+    assert twin.metric("frontend", "error_ratio") > 0.05
+    assert backend.hit_ratio < 0.5 and not twin.mitigated(fault)
+    # It outlives its trigger: minutes later nothing has refilled.
+    twin.run(5)
+    assert backend.hit_ratio < 0.5 and backend.delay_ms > 300 and not twin.mitigated(fault)
+    # Wrong: restarting the cache flushes it again; restarting its clients or the database
+    # leaves the loop (misses, timeouts, retries) as it was.
+    for wrong in ("memcached-rate", "rate", "mongodb-hotels"):
+        twin.rollout_restart(wrong)
+        twin.run(3)
+        assert not twin.mitigated(fault), wrong
+        assert twin.metric("frontend", "error_ratio", 2) > 0.05, wrong
+    # The documented repair: capacity above the stuck load until the cache is warm …
+    twin.scale("mongodb-hotels", 2)
+    assert twin.becomes_mitigated(fault, within=5) and backend.hit_ratio >= 0.9
+    twin.run(1)
+    assert twin.metric("frontend", "error_ratio", 2) < 0.01
+    # … after which the warm cache keeps the database under its normal capacity.
+    twin.scale("mongodb-hotels", 1)
+    assert twin.holds(fault, 10)
+    assert twin.metric("frontend", "error_ratio") < 0.01
+    twin.cleanup(fault)
+    assert not twin.cluster.network.backends and not twin.cluster.network.pod_delay_ms
+    twin.run(2)
+    twin.assert_healthy()
+
+
+def test_an_unrepaired_stampede_is_cleaned_up(hotel: Twin) -> None:
+    twin = hotel
+    fault = twin.inject("cache-stampede", cache="memcached-rate", backend="mongodb-hotels", headroom=0.8)
+    form = twin.registry["cache-stampede"].component_form
+    assert re.fullmatch(re.sub(r"<[^>]+>", "[a-z0-9-]+", form), fault.component)
+    twin.run(3)
+    assert not twin.mitigated(fault)
+    twin.cleanup(fault)
+    twin.run(4)
+    twin.assert_healthy()
