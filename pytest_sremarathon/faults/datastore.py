@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any, Optional
 
 from ..cluster import SaturableBackend
+from ..pipeline.service import PipelineError
 from ..provenance import EvidenceRef
 from .base import Fault, FaultKind, World, workload_evidence
 from .dependency import running_containers
@@ -135,6 +136,10 @@ class DatastoreFailover(FaultKind):
         ip = primary["status"].get("podIP", "")
         reply = unreachable_reply(engine, ip)
         clients = clients_of(world, ns, ds)
+        if any(not hasattr(c.ctx, "stores") for svc in clients for c in running_containers(world, ns, svc)):
+            # a real cluster's clients resolve the name again on their own: no pinned pool to model
+            raise PipelineError(501, "a failover its clients do not follow cannot be injected on this cluster; "
+                                     "the fault is skipped and recorded")
         for svc in clients:
             for c in running_containers(world, ns, svc):
                 assert c.ctx is not None
@@ -149,7 +154,7 @@ class DatastoreFailover(FaultKind):
         self._old_primary[fault.id] = ip
         fault.component = f"service:{ns}/{ds}"
         fault.description = (f"the primary of {ns}/{ds} ({primary['metadata']['name']}, {ip}) died and the "
-                             f"datastore failed over; {', '.join(clients)} still connect to {ip}")
+                             f"datastore failed over; its clients ({', '.join(clients)}) still connect to {ip}")
         fault.impact = self.symptoms_from(world, ns, ds)
 
     def active(self, world: World, fault: Fault) -> bool:
