@@ -246,6 +246,11 @@ class TrafficEngine:
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
         return self.samples
 
+    def served(self, uid: str) -> float:
+        """The requests the pod served in the last tick (sampled, weighted): what its request
+        counter grew by, as a metrics adapter reads it for the autoscaler."""
+        return self._pod_requests.get(uid, 0.0)
+
     # -- the Router protocol ---------------------------------------------------------------
     def work(self, ctx: Context, ms: float) -> None:
         if self._stack:
