@@ -32,6 +32,7 @@ function of its seed.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional, Protocol
@@ -452,19 +453,20 @@ def _pod_request(pod: dict[str, Any], resource: str) -> int:
     return total
 
 
+_SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+             "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(n|u|m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
 def _parse(resource: str, value: Any) -> float:
-    """A target quantity: cpu in millicores, memory in bytes, other metrics as numbers."""
+    """A target quantity: cpu in millicores, other metrics (memory in bytes) as plain numbers."""
     if value is None:
         return 0.0
-    if resource == "memory":
-        return float(memory_bytes(value))
-    text = str(value)
-    if resource == "cpu" or text.endswith("m"):
-        return cpu_millicores(text) / (1.0 if resource == "cpu" else 1000.0)
-    try:
-        return float(text)
-    except ValueError:
-        return float(cpu_millicores(text)) / (1.0 if resource == "cpu" else 1000.0)
+    m = _QUANTITY.match(str(value).strip())
+    if m is None:
+        return 0.0
+    number = float(m.group(1)) * _SUFFIXES[m.group(2) or ""]
+    return number * 1000 if resource == "cpu" else number
 
 
 def _quantity(resource: str, value: float) -> str:

@@ -118,6 +118,9 @@ def refresh(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
         set_condition(shadow, "DisruptionAllowed", "True", store.clock(), "SufficientPods")
     else:
         set_condition(shadow, "DisruptionAllowed", "False", store.clock(), "InsufficientPods")
+    for c in shadow["status"]["conditions"]:  # metav1.Condition: message and observedGeneration always there
+        c.setdefault("message", "")
+        c["observedGeneration"] = status["observedGeneration"]
     if pdb.get("status") != shadow["status"]:
         pdb["status"] = shadow["status"]
         store.touch(pdb)
