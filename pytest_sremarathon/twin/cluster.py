@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..apps import AppSpec
 from ..cluster import Topology, diurnal
 from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_ready, set_condition
-from ..k8s.store import Store, iso
+from ..k8s.store import BY_KIND, Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
 from .autoscaler import HorizontalPodAutoscalerController
@@ -121,6 +121,8 @@ class TwinCluster:
         with self.store.lock:
             obj = apply_defaults(copy.deepcopy(obj))  # what the API server would have stored
             md = obj["metadata"]
+            if not BY_KIND[obj["kind"]].namespaced:  # an app's manifests may hold cluster-scoped objects
+                md.pop("namespace", None)
             current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
             if obj["kind"] == "Service":
                 self._cluster_ip(obj, current)
