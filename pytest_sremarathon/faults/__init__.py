@@ -10,6 +10,7 @@ from .autoscaling import AUTOSCALING_KINDS
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
+from .disruption import DISRUPTION_KINDS
 from .infrastructure import (
     CpuNoisyNeighbour,
     DiskPressure,
@@ -25,7 +26,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              *AUTOSCALING_KINDS)
+                                              *AUTOSCALING_KINDS, *DISRUPTION_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

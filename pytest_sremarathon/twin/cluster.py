@@ -21,6 +21,7 @@ from .controllers import Controllers, EndpointsController, NodeLifecycleControll
 from .defaults import apply_defaults
 from .disruption import DisruptionController
 from .kubelet import Kubelet
+from .maintenance import NodeMaintenance
 from .priority import builtin_classes
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
@@ -59,6 +60,7 @@ class TwinCluster:
         self._dt = 30.0  # the last tick's length: the per-pod request rates the autoscaler reads
         self.autoscaler = HorizontalPodAutoscalerController(self.store, self.events, self)
         self.disruption = DisruptionController(self.store)
+        self.maintenance = NodeMaintenance(self.store, self.events, self.network.node_up)
 
     # -- set-up ----------------------------------------------------------------------------
     def settled(self) -> None:
@@ -163,6 +165,7 @@ class TwinCluster:
 
     def tick(self, dt: float, rng: random.Random) -> None:
         with self.store.lock:
+            self.maintenance.reconcile()  # scheduled host maintenance: drain, or the host goes
             up = {n for n, ok in self.network.node_up.items() if ok}
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
             self.autoscaler.reconcile()  # on the measurements of the tick before, as metrics lag
