@@ -127,11 +127,13 @@ def test_hpa_validation_matches_the_real_server(sim: AgentSimulation, kc: Kubect
 
 
 def test_a_budget_blocks_kubectl_drain_until_it_allows_a_disruption(sim: AgentSimulation, kc: Kubectl) -> None:
+    kc("delete", "pdb", "cart", "-n", "shop")  # the shop's own budget (maxUnavailable 1)
     kc("create", "poddisruptionbudget", "cart", "--selector=app=cart", "--min-available=2", "-n", "shop")
     sim.run(30)
     rows = kc("get", "pdb", "-n", "shop").splitlines()
     assert rows[0].split() == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
-    assert rows[1].split()[:4] == ["cart", "2", "N/A", "0"]
+    assert next(r for r in rows if r.startswith("cart ")).split()[:4] == ["cart", "2", "N/A", "0"]
+    assert next(r for r in rows if r.startswith("ad ")).split()[:4] == ["ad", "N/A", "1", "1"]
     node = next(p["spec"]["nodeName"] for p in sim.pods("cart") if pod_is_active(p))
     blocked = kc.run("drain", node, "--ignore-daemonsets", "--timeout=11s", check=False)
     assert blocked.returncode != 0
@@ -190,3 +192,28 @@ def test_priority_classes_admission_and_preemption(sim: AgentSimulation, kc: Kub
     assert messages and all(m.startswith("Preempted by pod ") and m.endswith("on node worker-a1") for m in messages)
     # The replacements are lower priority: they cannot preempt the hog back.
     assert all(p["spec"].get("priority") == 0 for p in sim.store.list("Pod", "shop") if p["metadata"]["name"] != "hog")
+
+
+def test_kubectl_autoscale_creates_a_v1_hpa_served_from_the_v2_object(sim: AgentSimulation, kc: Kubectl) -> None:
+    """kubectl 1.32's ``autoscale`` POSTs ``autoscaling/v1``; both versions show one object."""
+    kc("delete", "hpa", "ad", "-n", "shop")  # the shop's own autoscaler
+    kc("autoscale", "deployment/ad", "--cpu-percent=1", "--min=2", "--max=3", "-n", "shop")
+    stored = sim.store.get("HorizontalPodAutoscaler", "shop", "ad")
+    assert stored is not None and stored["apiVersion"] == "autoscaling/v2"
+    assert stored["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 1}
+    sim.run(60)
+    assert _replicas(sim, "ad") == 3
+    v1 = kc.json("get", "horizontalpodautoscalers.v1.autoscaling", "ad", "-n", "shop")
+    assert v1["apiVersion"] == "autoscaling/v1" and v1["spec"]["targetCPUUtilizationPercentage"] == 1
+    assert v1["status"]["desiredReplicas"] == 3 and v1["status"]["currentCPUUtilizationPercentage"] >= 1
+    kc("patch", "horizontalpodautoscalers.v1.autoscaling", "ad", "-n", "shop", "--type=merge", "-p", '{"spec":{"maxReplicas":4}}')
+    api = k8s.AutoscalingV1Api(sim_client(sim))
+    assert api.read_namespaced_horizontal_pod_autoscaler("ad", "shop").spec.max_replicas == 4
+    assert "ad" in [h.metadata.name for h in api.list_namespaced_horizontal_pod_autoscaler("shop").items]
+    v2 = k8s.AutoscalingV2Api(sim_client(sim)).read_namespaced_horizontal_pod_autoscaler("ad", "shop")
+    assert v2.spec.max_replicas == 4 and v2.spec.metrics[0].resource.target.average_utilization == 1
+    versions = json.loads(kc("get", "--raw", "/apis/autoscaling"))
+    assert versions["preferredVersion"]["version"] == "v2"
+    assert [v["version"] for v in versions["versions"]] == ["v2", "v1"]
+    kc("delete", "hpa", "ad", "-n", "shop")
+    assert sim.store.get("HorizontalPodAutoscaler", "shop", "ad") is None
