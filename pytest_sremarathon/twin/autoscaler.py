@@ -114,7 +114,7 @@ class _Memory:
     """What the controller remembers of one HPA between syncs (the real one keeps the same)."""
 
     last_sync: Optional[datetime] = None
-    recommendations: list[tuple[datetime, int]] = field(default_factory=list)
+    recommendations: list[tuple[float, int]] = field(default_factory=list)  # (POSIX time, replicas)
     events: list[tuple[datetime, int]] = field(default_factory=list)  # (time, replica change)
 
 
@@ -124,6 +124,10 @@ class HorizontalPodAutoscalerController:
         self.events = events
         self.metrics = metrics
         self._memory: dict[str, _Memory] = {}
+        # The active pods by (namespace, ``app`` label), built once per pass: every Deployment of
+        # the apps selects on that label alone, and 30 autoscalers each scanning a namespace's
+        # pods would cost more than the rest of the controller.
+        self._by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
 
     def reconcile(self) -> None:
         hpas = self.store.list("HorizontalPodAutoscaler")
@@ -131,6 +135,7 @@ class HorizontalPodAutoscalerController:
             return
         now = self.store.clock()
         live = set()
+        self._by_app = None
         for hpa in hpas:
             uid = hpa["metadata"]["uid"]
             live.add(uid)
@@ -143,9 +148,25 @@ class HorizontalPodAutoscalerController:
             del self._memory[uid]
 
     # -- one HPA -------------------------------------------------------------------------------
+    def _selected(self, ns: str, selector: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+        match = (selector or {}).get("matchLabels") or {}
+        if selector and list(selector) == ["matchLabels"] and list(match) == ["app"]:
+            if self._by_app is None:
+                self._by_app = {}
+                for p in self.store.list("Pod"):
+                    app = (p["metadata"].get("labels") or {}).get("app")
+                    if app is not None and pod_is_active(p):
+                        self._by_app.setdefault((p["metadata"]["namespace"], app), []).append(p)
+            return self._by_app.get((ns, match["app"]), [])
+        return [p for p in self.store.list("Pod", ns)
+                if pod_is_active(p) and selector_matches(selector, p["metadata"].get("labels") or {})]
+
     def sync(self, hpa: dict[str, Any], mem: _Memory, now: datetime) -> None:
-        before = repr(hpa.get("status"))
-        status = hpa.setdefault("status", {})
+        before = hpa.get("status") or {}
+        # Work on a copy (conditions too, which set_condition edits in place): what changed is
+        # then one dict comparison, and only a change is published.
+        status = dict(before, conditions=[dict(c) for c in before.get("conditions") or []])
+        hpa["status"] = status
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
         ns = hpa["metadata"]["namespace"]
@@ -172,9 +193,7 @@ class HorizontalPodAutoscalerController:
             status["desiredReplicas"] = 0
             self._publish(hpa, before)
             return
-        pods = [p for p in self.store.list("Pod", ns)
-                if pod_is_active(p) and selector_matches((target.get("spec") or {}).get("selector"),
-                                                         p["metadata"].get("labels") or {})]
+        pods = self._selected(ns, (target.get("spec") or {}).get("selector"))
         proposal, reason_metric = 0, ""
         current_metrics: list[dict[str, Any]] = []
         failure: Optional[MetricError] = None
@@ -218,8 +237,10 @@ class HorizontalPodAutoscalerController:
             set_condition(hpa, "AbleToScale", "True", now, able_reason, able_message)
         self._publish(hpa, before)
 
-    def _publish(self, hpa: dict[str, Any], before: str) -> None:
-        if repr(hpa.get("status")) != before:
+    def _publish(self, hpa: dict[str, Any], before: dict[str, Any]) -> None:
+        if not hpa["status"].get("conditions"):
+            hpa["status"].pop("conditions", None)
+        if hpa["status"] != before:
             self.store.touch(hpa)
 
     # -- metrics ---------------------------------------------------------------------------------
@@ -360,12 +381,12 @@ class HorizontalPodAutoscalerController:
         down_window = float(down.get("stabilizationWindowSeconds", DOWNSCALE_STABILIZATION_SECONDS)) \
             if behavior else DOWNSCALE_STABILIZATION_SECONDS
         longest = max(up_window, down_window)
-        mem.recommendations = [(t, r) for t, r in mem.recommendations if (now - t).total_seconds() < longest]
-        mem.recommendations.append((now, proposal))
+        at = now.timestamp()
+        mem.recommendations = [(t, r) for t, r in mem.recommendations if at - t < longest]
+        mem.recommendations.append((at, proposal))
         stabilized = proposal
-        up_floor = min((r for t, r in mem.recommendations if (now - t).total_seconds() <= up_window), default=proposal)
-        down_ceiling = max((r for t, r in mem.recommendations if (now - t).total_seconds() <= down_window),
-                           default=proposal)
+        up_floor = min((r for t, r in mem.recommendations if at - t <= up_window), default=proposal)
+        down_ceiling = max((r for t, r in mem.recommendations if at - t <= down_window), default=proposal)
         reason, message = "ReadyForNewScale", "recommended size matches current size"
         if proposal > current:
             stabilized = max(current, min(proposal, up_floor))
