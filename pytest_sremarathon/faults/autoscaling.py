@@ -53,6 +53,11 @@ class AutoscalerFault(ChangeFault):
     def __init__(self) -> None:
         self._factor: dict[str, float] = {}  # fault id -> the campaign's traffic multiplier
 
+    def busy_keys(self, app: str) -> list[tuple[str, str]]:
+        """The campaign is the app's ingress traffic: the schedule lets no traffic surge (nor
+        another campaign) share it."""
+        return [("surge", app)]
+
     # -- the change ----------------------------------------------------------------------------
     def _target(self, world: World, fault: Fault) -> tuple[str, list[Any], Optional[str]]:
         tag = self.tag(world, fault)
