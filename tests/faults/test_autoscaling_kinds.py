@@ -150,3 +150,21 @@ def test_effects_wrong_repairs_and_revert(name: str, tmp_path: Path) -> None:
     kind.cleanup(world, fault)
     assert world.cluster.surge.get("shop", 1.0) == 1.0 and not world.cluster.network.cpu_overload_timeouts
     assert len(world.pipelines.changes("shop")) == changes
+
+
+def test_the_schedule_draws_them_and_never_overlaps_a_campaign_with_a_surge() -> None:
+    from pytest_sremarathon.builtin import SCENARIOS_DIR
+    from pytest_sremarathon.scenario import load_scenario
+    from pytest_sremarathon.schedule import generate
+
+    scenario = load_scenario(SCENARIOS_DIR / "default.yaml")
+    drawn = set()
+    for seed in range(1, 9):
+        faults = generate(scenario, REGISTRY, seed, EPOCH).faults
+        ingress = [f for f in faults if f.kind in CASES or f.kind == "traffic-surge"]
+        drawn |= {f.kind for f in ingress if f.kind in CASES}
+        for a in ingress:
+            for b in ingress:
+                if a is not b and a.app == b.app:
+                    assert a.end <= b.start or b.end <= a.start, f"seed {seed}: {a.kind} overlaps {b.kind}"
+    assert drawn == set(CASES)
