@@ -43,9 +43,12 @@ ASPECTS: dict[str, tuple[str, ...]] = {
     "ConfigMap": ("data",),
     "Secret": ("data",),
     "Node": ("unschedulable",),
+    "HorizontalPodAutoscaler": ("spec",),
+    "PodDisruptionBudget": ("spec",),
 }
 _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmaps": "ConfigMap",
-                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet"}
+                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet",
+                  "horizontalpodautoscalers": "HorizontalPodAutoscaler", "poddisruptionbudgets": "PodDisruptionBudget"}
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
@@ -137,6 +140,8 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
         return {"data": _sig([obj.get("data"), obj.get("binaryData"), obj.get("stringData")])}
     if kind == "Node":
         return {"unschedulable": _sig(bool(spec.get("unschedulable")))}
+    if kind in ("HorizontalPodAutoscaler", "PodDisruptionBudget"):
+        return {"spec": _sig(spec)}
     return {}
 
 

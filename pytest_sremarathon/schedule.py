@@ -165,17 +165,25 @@ def _pick(family: str, rng: random.Random, code_share: float, faulty: dict[str, 
     def free(key: tuple[str, str]) -> bool:
         return busy_until.get(key, at) <= at
 
+    def held(app: str, c: CuratedChange) -> list[BusyKey]:
+        """What else a change kind holds while active (``busy_keys(app)``: the autoscaling kinds'
+        campaign holds the app's ingress, as a traffic surge does)."""
+        keys = getattr(registry[c.fault.kind], "busy_keys", None) if c.fault is not None else None
+        return list(keys(app)) if keys is not None else []
+
     if family == "change":
         want_code = rng.random() < code_share
         candidates = [(app, c) for app in sorted(faulty) for c in faulty[app]
-                      if c.fault is not None and c.fault.kind in registry and free((app, c.id))]
+                      if c.fault is not None and c.fault.kind in registry and free((app, c.id))
+                      and all(free(k) for k in held(app, c))]
         preferred = [(a, c) for a, c in candidates if c.fault and c.fault.kind.startswith(CODE_KINDS_PREFIX) == want_code]
         pool = preferred or candidates
         if not pool:
             return None
         app, change = rng.choice(pool)
         assert change.fault is not None
-        return change.fault.kind, app, {"change": change.id}, (app, change.id)
+        extra = held(app, change)
+        return change.fault.kind, app, {"change": change.id}, [(app, change.id), *extra] if extra else (app, change.id)
     kinds = sorted(k for k, v in registry.items() if v.family == family)
     rng.shuffle(kinds)
     for kind in kinds:  # the first kind (in a seeded order) that has a free target

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Optional
 
+from .autoscaling import AUTOSCALING_KINDS
 from .base import Fault, FaultKind, World
 from .change import CHANGE_KINDS
 from .datastore import CacheStampede, DatastoreFailover
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
+from .disruption import DISRUPTION_KINDS
 from .infrastructure import (
     CpuNoisyNeighbour,
     DiskPressure,
@@ -25,7 +27,8 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              DatastoreFailover, CacheStampede)
+                                              DatastoreFailover, CacheStampede,
+                                              *AUTOSCALING_KINDS, *DISRUPTION_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -452,7 +452,9 @@ class TrafficSurge(FaultKind):
     hour (the median of the last hour, so another fault's recent effect does not skew it).
 
     Repair: scale the saturated deployments out (``kubectl scale``) until each runs below 70%
-    of its CPU limit per pod.
+    of its CPU limit per pod; where a HorizontalPodAutoscaler manages one, raise its
+    ``maxReplicas`` (it has grown the deployment to that maximum already, and sets a manual
+    scale above it back within a sync period, as a real one does).
     Mitigated when every deployment the surge pushed past its CPU limit has a ready pod and,
     over the last two minutes (samples since the surge began only), serves at least 70% of
     the request rate the surge sends it while averaging below 70% of its CPU limit per ready
@@ -465,7 +467,8 @@ class TrafficSurge(FaultKind):
     family = "load"
     description = "a traffic surge saturates an application's deployments"
     component_form = "service:<app>/<entry service>"
-    repair = "scale the saturated deployments out until each runs below 70% of its CPU limit per pod"
+    repair = ("scale the saturated deployments out until each runs below 70% of its CPU limit per pod (raise the "
+              "maxReplicas of those an autoscaler manages)")
     judge = (
         "over the last two minutes every saturated deployment has a ready pod, serves at "
         "least 70% of the surge's request rate and averages below 70% of its CPU limit per "
@@ -526,9 +529,13 @@ class TrafficSurge(FaultKind):
         return True
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
-        """The saturated deployments' replicas and templates (resources): capacity."""
-        return [EvidenceRef("Deployment", fault.app, svc, aspect) for svc in sorted(self._saturated.get(fault.id) or {})
-                for aspect in ("replicas", "resources")]
+        """The saturated deployments' replicas and templates (resources), and the specs of
+        their autoscalers (whose maxReplicas bounds the replicas): capacity."""
+        saturated = sorted(self._saturated.get(fault.id) or {})
+        return [EvidenceRef("Deployment", fault.app, svc, aspect) for svc in saturated
+                for aspect in ("replicas", "resources")] + \
+            [EvidenceRef("HorizontalPodAutoscaler", fault.app, svc, "spec") for svc in saturated
+             if world.cluster.store.get("HorizontalPodAutoscaler", fault.app, svc) is not None]
 
     def cleanup(self, world: World, fault: Fault) -> None:
         world.cluster.surge.pop(fault.app, None)

@@ -66,6 +66,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  False, verbs=("create",)),
     ResourceType(_AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
                  False, verbs=("create",)),
+    # Scaling and disruption (twin/autoscaler.py, twin/disruption.py, twin/priority.py).
+    ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
+                 "HorizontalPodAutoscaler", True, ("hpa",), categories=_ALL),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True,
+                 ("pdb",)),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
 )
 #: The review kinds: answered on create, never stored.
 REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})

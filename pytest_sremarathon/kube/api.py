@@ -176,6 +176,8 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ReplicaSet": ("/apis/apps/v1", "replicasets", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
 }
 
 

@@ -17,7 +17,7 @@ from ..k8s.selectors import selector_string
 from ..k8s.store import RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission
-from . import defaults
+from . import defaults, disruption, priority
 from . import patch as patching
 from .api_common import (
     JSON,
@@ -192,6 +192,8 @@ class ObjectWrites:
             defaults.validate(obj)
             if rt.kind == "Service":
                 self._allocate_service(obj)
+            if rt.kind == "Pod":
+                priority.admit(self.store, obj)
             oname = obj["metadata"].get("name")
             if oname and self.store.get(rt.kind, ns, oname) is not None:
                 raise ApiError(409, "AlreadyExists", f'{qualified(rt)} "{oname}" already exists',
@@ -587,6 +589,7 @@ class ObjectWrites:
             if current is None:
                 raise object_not_found(rt, name)
             self._check_preconditions(rt, current, opts)
+            disruption.check_eviction(self.store, current)
             base_rv = current["metadata"]["resourceVersion"]
 
             def commit() -> tuple[int, bytes]:

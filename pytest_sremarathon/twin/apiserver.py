@@ -90,6 +90,7 @@ from .api_common import (
     truthy,
 )
 from .api_exec import PodExec, PodRuntime
+from .api_hpa_v1 import HPA_V1, HpaV1
 from .api_writes import ObjectWrites
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class ClusterTelemetry(Protocol):
     def node_usage(self, node: str) -> tuple[int, int]: ...
 
 
-class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
+class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
     def __init__(self, store: Store, *, tokens: dict[str, str], admission: Admission,
                  telemetry: ClusterTelemetry, extensions: dict[str, ExtensionHandler] | None = None,
                  service_proxy: ServiceProxy | None = None, host: str = "127.0.0.1", port: int = 0,
@@ -125,9 +126,9 @@ class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
         self.service_proxy = service_proxy
         self._json_cache: dict[tuple[str, str, str], tuple[str, bytes]] = {}
         self._types: dict[tuple[str, str, str], ResourceType] = {
-            (rt.group, rt.version, rt.plural): rt for rt in RESOURCE_TYPES}
+            (rt.group, rt.version, rt.plural): rt for rt in (*RESOURCE_TYPES, HPA_V1)}
         self._namespaced_plurals: dict[tuple[str, str], set[str]] = {}
-        for rt in RESOURCE_TYPES:
+        for rt in (*RESOURCE_TYPES, HPA_V1):
             if rt.namespaced:
                 self._namespaced_plurals.setdefault((rt.group, rt.version), set()).add(rt.plural)
         self._namespaced_plurals.setdefault((openapi.METRICS_GROUP, openapi.METRICS_VERSION), set()).add("pods")
@@ -239,6 +240,8 @@ class ApiServer(AccessReviews, PodExec, ObjectWrites, LoopbackServer):
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise no_such_path()
+        if rt is HPA_V1:  # served by conversion from the stored autoscaling/v2 objects
+            return self._hpa_v1(ctx, ns, name, sub, watch)
         if rt.kind in REVIEW_KINDS:
             if ctx.method == "POST" and name is None and not watch:
                 return self._review(ctx, rt)

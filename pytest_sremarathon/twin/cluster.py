@@ -12,14 +12,18 @@ from typing import Any, Optional
 from ..apps import AppSpec
 from ..cluster import Topology, diurnal
 from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_ready, set_condition
-from ..k8s.store import Store, iso
+from ..k8s.store import BY_KIND, Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
 from . import backend_queue
+from .autoscaler import HorizontalPodAutoscalerController
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
+from .disruption import DisruptionController
 from .kubelet import Kubelet
+from .maintenance import NodeMaintenance
+from .priority import builtin_classes
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
 from .traffic import Network, TrafficEngine
@@ -54,6 +58,10 @@ class TwinCluster:
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
         self._ticks = 0
+        self._dt = 30.0  # the last tick's length: the per-pod request rates the autoscaler reads
+        self.autoscaler = HorizontalPodAutoscalerController(self.store, self.events, self)
+        self.disruption = DisruptionController(self.store)
+        self.maintenance = NodeMaintenance(self.store, self.events, self.network.node_up)
 
     # -- set-up ----------------------------------------------------------------------------
     def settled(self) -> None:
@@ -70,6 +78,8 @@ class TwinCluster:
                 self.store.create({"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+            for pc in builtin_classes():
+                self.store.create(pc)
             for i, (name, zone) in enumerate(self.topology.node_names()):
                 self.network.node_up[name] = True
                 self.network.node_zone[name] = zone
@@ -114,6 +124,8 @@ class TwinCluster:
         with self.store.lock:
             obj = apply_defaults(copy.deepcopy(obj))  # what the API server would have stored
             md = obj["metadata"]
+            if not BY_KIND[obj["kind"]].namespaced:  # an app's manifests may hold cluster-scoped objects
+                md.pop("namespace", None)
             current = self.store.get(obj["kind"], md.get("namespace"), md["name"])
             if obj["kind"] == "Service":
                 self._cluster_ip(obj, current)
@@ -154,13 +166,17 @@ class TwinCluster:
 
     def tick(self, dt: float, rng: random.Random) -> None:
         with self.store.lock:
+            self.maintenance.reconcile()  # scheduled host maintenance: drain, or the host goes
             up = {n for n, ok in self.network.node_up.items() if ok}
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
+            self.autoscaler.reconcile()  # on the measurements of the tick before, as metrics lag
             self.controllers.reconcile()
             self.scheduler.reconcile()
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
+            self.disruption.reconcile()
+            self._dt = dt
             now = self.store.clock()
             if self.network.backends:  # a backend provisioned below its cold-cache load
                 backend_queue.tick(self.network, self.kubelet, self.traffic.samples, dt)
@@ -217,6 +233,19 @@ class TwinCluster:
                 m["error_ratio"] = s.errors / s.requests
                 m["latency_p50_ms"], m["latency_p99_ms"] = s.latency_ms()
             self.metrics.record(ns, svc, now, m)
+
+    # -- the autoscaler's MetricsSource (metrics-server and a request-rate adapter) ----------
+    def pod_usage_by_uid(self, uid: str) -> Optional[tuple[float, int]]:
+        c = self.kubelet.containers.get(uid)
+        if c is None or c.state != "running" or c.started_at is None:
+            return None
+        return c.cpu_millicores, self.kubelet.memory_of(c)
+
+    def pod_request_rate(self, uid: str) -> Optional[float]:
+        c = self.kubelet.containers.get(uid)
+        if c is None or c.state != "running":
+            return None
+        return self.traffic.served(uid) / self._dt
 
     # -- ClusterTelemetry (for the API server) ---------------------------------------------
     def pod_log(self, namespace: str, pod: str, container: Optional[str], previous: bool) -> list[tuple[datetime, str]]:

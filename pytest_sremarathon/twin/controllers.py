@@ -10,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Optional
 
 from ..k8s.objects import (
     EventRecorder,
@@ -24,7 +24,8 @@ from ..k8s.objects import (
     set_condition,
     template_hash,
 )
-from ..k8s.store import Store, iso
+from ..k8s.store import ApiError, Store, iso
+from . import priority
 from .defaults import default_pod_spec, qos_class
 
 REVISION = "deployment.kubernetes.io/revision"
@@ -373,7 +374,9 @@ class Controllers:
         want = int(rs["spec"].get("replicas", 0))
         if len(pods) < want:
             for _ in range(want - len(pods)):
-                pods.append(self._create_pod(rs))
+                created = self._create_pod(rs)
+                if created is not None:
+                    pods.append(created)
         elif len(pods) > want:
             # The real controller's order: unscheduled, then not ready, then newest first.
             pods.sort(key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p),
@@ -394,7 +397,7 @@ class Controllers:
             rs["status"] = status
             self.store.touch(rs)
 
-    def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any]:
+    def _create_pod(self, rs: dict[str, Any]) -> Optional[dict[str, Any]]:
         template = rs["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"generateName": rs["metadata"]["name"] + "-", "namespace": rs["metadata"]["namespace"],
@@ -408,6 +411,11 @@ class Controllers:
         spec.setdefault("tolerations", [
             {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS},
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
+        try:
+            priority.admit(self.store, pod)
+        except ApiError as e:  # the API refused the pod: the controller reports it and tries again later
+            self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {e.message}", _component(rs))
+            return None
         pod = self.store.create(pod)
         self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
                            _component(rs))

@@ -18,6 +18,8 @@ from typing import Any, Optional
 
 from ..k8s.selectors import match_selector_object
 from ..k8s.store import BY_KIND, ApiError
+from .autoscaler import default_hpa
+from .priority import default_class, validate_class
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -25,7 +27,8 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 #: kinds whose ``status`` is only writable through the ``/status`` subresource
 STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service",
-                                "ReplicationController", "APIService"})
+                                "ReplicationController", "APIService",
+                                "HorizontalPodAutoscaler", "PodDisruptionBudget"})
 
 
 # -- defaulting --------------------------------------------------------------------------------
@@ -177,6 +180,7 @@ _DEFAULTERS = {
     "Pod": _default_pod, "Deployment": _default_deployment, "ReplicaSet": _default_replicaset,
     "Service": _default_service, "Namespace": _default_namespace, "Endpoints": _default_endpoints,
     "Secret": _default_secret, "ReplicationController": _default_replication_controller,
+    "HorizontalPodAutoscaler": default_hpa, "PriorityClass": default_class,
 }
 
 
@@ -198,6 +202,11 @@ def initial_status(obj: dict[str, Any]) -> None:
         obj["status"] = {"replicas": 0}  # not omitempty in Go: typed clients require it
     elif kind == "APIService":
         obj["status"] = {}
+    elif kind == "HorizontalPodAutoscaler":  # desiredReplicas is required (not omitempty)
+        obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
+    elif kind == "PodDisruptionBudget":  # the four counts are required
+        obj["status"] = {"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0,
+                         "observedGeneration": 0}
     elif kind == "Namespace":
         obj["status"] = {"phase": "Active"}
     elif kind == "Service":
@@ -460,4 +469,27 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
     elif kind == "Event":
         if not obj.get("involvedObject"):
             errs.required("involvedObject")
+    elif kind == "HorizontalPodAutoscaler":
+        _validate_hpa(errs, obj.get("spec") or {})
+    elif kind == "PodDisruptionBudget":
+        spec = obj.get("spec") or {}
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            errs.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
+    elif kind == "PriorityClass":
+        validate_class(obj)
     errs.raise_for(kind, name)
+
+
+def _validate_hpa(errs: _Errors, spec: dict[str, Any]) -> None:
+    ref = spec.get("scaleTargetRef") or {}
+    if not ref.get("kind"):
+        errs.required("spec.scaleTargetRef.kind")
+    if not ref.get("name"):
+        errs.required("spec.scaleTargetRef.name")
+    hi, lo = spec.get("maxReplicas"), spec.get("minReplicas", 1)
+    if not isinstance(hi, int) or hi < 1:
+        errs.invalid("spec.maxReplicas", hi, "must be greater than 0")
+    elif isinstance(lo, int) and lo > hi:
+        errs.invalid("spec.maxReplicas", hi, "must be greater than or equal to `minReplicas`")
+    if isinstance(lo, int) and lo < 1:
+        errs.invalid("spec.minReplicas", lo, "must be greater than or equal to 1")

@@ -22,6 +22,7 @@ import json
 from typing import Any
 
 from ..k8s.store import RESOURCE_TYPES, ResourceType
+from .api_hpa_v1 import HPA_V1
 
 SERVER_VERSION = {
     "major": "1", "minor": "32", "gitVersion": "v1.32.4-sremarathon", "gitCommit": "0" * 40,
@@ -32,7 +33,7 @@ SERVER_VERSION = {
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 
 _STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service", "ReplicationController",
-                 "APIService")
+                 "APIService", "HorizontalPodAutoscaler", "PodDisruptionBudget")
 SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController")  # with a ``/scale`` subresource
 
 
@@ -70,7 +71,7 @@ def _subresources(rt: ResourceType) -> list[dict[str, Any]]:
 
 def group_versions() -> dict[tuple[str, str], list[ResourceType]]:
     out: dict[tuple[str, str], list[ResourceType]] = {}
-    for rt in RESOURCE_TYPES:
+    for rt in (*RESOURCE_TYPES, HPA_V1):  # HPA_V1: a second served version of a stored kind
         out.setdefault((rt.group, rt.version), []).append(rt)
     return out
 

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from ..k8s.objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store
+from .priority import preempt, priority_of
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -63,7 +64,8 @@ class Scheduler:
         """Bind these pending pods, oldest first (a pass, or the new pods of one API write)."""
         nodes = self.store.list("Node")
         usage = self._usage()
-        for pod in sorted(pending, key=lambda p: p["metadata"]["creationTimestamp"]):
+        # The scheduling queue's order: higher priority first, then oldest.
+        for pod in sorted(pending, key=lambda p: (-priority_of(p), p["metadata"]["creationTimestamp"])):
             self.schedule(pod, nodes, usage)
 
     def schedule(self, pod: dict[str, Any], nodes: Optional[list[dict[str, Any]]] = None,
@@ -75,6 +77,10 @@ class Scheduler:
         if usage is None:
             usage = self._usage()
         node, reasons = self._pick(pod, nodes, usage)
+        if node is None and priority_of(pod) > 0 and preempt(
+                self.store, self.events, pod, nodes, usage,
+                lambda n: self._unfit(pod, n) is None, pod_requests) is not None:
+            node, reasons = self._pick(pod, nodes, usage)
         if node is None:
             message = self._failure_message(len(nodes), reasons)
             if set_condition(pod, "PodScheduled", "False", self.store.clock(), "Unschedulable", message):
@@ -111,18 +117,9 @@ class Scheduler:
         cpu, mem = pod_requests(pod)
         feasible = []
         for node in nodes:
-            ready = condition(node, "Ready")
-            untolerated = [t for t in node["spec"].get("taints") or []
-                           if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(pod, t)]
-            if node["spec"].get("unschedulable"):
-                reasons["node(s) were unschedulable"] += 1
-            elif untolerated:
-                t = untolerated[0]
-                reasons[f"node(s) had untolerated taint {{{t['key']}: {t.get('value', '')}}}"] += 1
-            elif not ready or ready["status"] != "True":
-                reasons["node(s) were not ready"] += 1
-            elif not _affinity_ok(pod, node["metadata"].get("labels") or {}):
-                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
+            unfit = self._unfit(pod, node)
+            if unfit is not None:
+                reasons[unfit] += 1
             else:
                 alloc = node["status"].get("allocatable") or {}
                 used = usage.get(node["metadata"]["name"], [0, 0])
@@ -135,6 +132,23 @@ class Scheduler:
         if not feasible:
             return None, reasons
         return min(feasible, key=lambda n: self._score(pod, n, usage)), reasons
+
+    @staticmethod
+    def _unfit(pod: dict[str, Any], node: dict[str, Any]) -> Optional[str]:
+        """Why the pod cannot go to the node whatever its free resources (None: it could)."""
+        ready = condition(node, "Ready")
+        untolerated = [t for t in node["spec"].get("taints") or []
+                       if t["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(pod, t)]
+        if node["spec"].get("unschedulable"):
+            return "node(s) were unschedulable"
+        if untolerated:
+            t = untolerated[0]
+            return f"node(s) had untolerated taint {{{t['key']}: {t.get('value', '')}}}"
+        if not ready or ready["status"] != "True":
+            return "node(s) were not ready"
+        if not _affinity_ok(pod, node["metadata"].get("labels") or {}):
+            return "node(s) didn't match Pod's node affinity/selector"
+        return None
 
     def _score(self, pod: dict[str, Any], node: dict[str, Any], usage: dict[str, list[int]]) -> tuple:
         """Lower is better: fewest matching pods in the zone (spread), then on the node, then

@@ -389,6 +389,57 @@ def _default(obj: dict[str, Any], now: datetime) -> list[Any]:
     return [md["name"], since(md.get("creationTimestamp"), now)]
 
 
+def _hpa_targets(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    """``formatHPAMetrics``: the first two metrics as current/target, the rest counted."""
+    metrics = spec.get("metrics") or []
+    if not metrics:
+        return "<none>"
+    current = status.get("currentMetrics") or []
+    shown = []
+    for i, m in enumerate(metrics):
+        t = m.get("type")
+        now = current[i] if i < len(current) else {}
+        body, seen = m.get(str(t).lower()) or {}, (now.get(str(t).lower()) or {}).get("current") or {}
+        target = body.get("target") or {}
+        if t == "Resource" and target.get("type") == "Utilization":
+            cur = f"{seen['averageUtilization']}%" if "averageUtilization" in seen else "<unknown>"
+            goal = f"{target['averageUtilization']}%" if "averageUtilization" in target else "<auto>"
+            shown.append(f"{body.get('name', '')}: {cur}/{goal}")
+        elif t == "Resource":
+            shown.append(f"{body.get('name', '')}: {seen.get('averageValue', '<unknown>')}/{target.get('averageValue')}")
+        elif t in ("Object", "External") and target.get("type") == "AverageValue":
+            shown.append(f"{seen.get('averageValue', '<unknown>')}/{target.get('averageValue')} (avg)")
+        elif t in ("Object", "External"):
+            shown.append(f"{seen.get('value', '<unknown>')}/{target.get('value')}")
+        else:
+            shown.append(f"{seen.get('averageValue', '<unknown>')}/{target.get('averageValue')}")
+    if len(shown) > 2:
+        return ", ".join(shown[:2]) + f" + {len(shown) - 2} more..."
+    return ", ".join(shown)
+
+
+def _hpa(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    lo = spec.get("minReplicas")
+    return [md["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", _hpa_targets(spec, status),
+            "<unset>" if lo is None else lo, spec.get("maxReplicas", 0), status.get("currentReplicas", 0),
+            since(md.get("creationTimestamp"), now)]
+
+
+def _pdb(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec = obj["metadata"], obj.get("spec") or {}
+    return [md["name"], str(spec["minAvailable"]) if "minAvailable" in spec else "N/A",
+            str(spec["maxUnavailable"]) if "maxUnavailable" in spec else "N/A",
+            (obj.get("status") or {}).get("disruptionsAllowed", 0), since(md.get("creationTimestamp"), now)]
+
+
+def _priority_class(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md = obj["metadata"]
+    return [md["name"], obj.get("value", 0), bool(obj.get("globalDefault")), since(md.get("creationTimestamp"), now),
+            obj.get("preemptionPolicy", "PreemptLowerPriority")]
+
+
 Printer = Callable[[dict[str, Any], datetime], Any]
 
 PRINTERS: dict[str, tuple[list[dict[str, Any]], Printer]] = {
@@ -422,6 +473,12 @@ PRINTERS: dict[str, tuple[list[dict[str, Any]], Printer]] = {
     "ClusterRoleBinding": (_cols(("Name",), ("Role",), ("Age",), ("Users", "string", 1), ("Groups", "string", 1),
                                  ("ServiceAccounts", "string", 1)), _binding),
     "APIService": (_cols(("Name",), ("Service",), ("Available",), ("Age",)), _api_service),
+    "HorizontalPodAutoscaler": (_cols(("Name",), ("Reference",), ("Targets",), ("MinPods", "string"),
+                                      ("MaxPods", "integer"), ("Replicas", "integer"), ("Age",)), _hpa),
+    "PodDisruptionBudget": (_cols(("Name",), ("Min Available",), ("Max Unavailable",),
+                                  ("Allowed Disruptions", "integer"), ("Age",)), _pdb),
+    "PriorityClass": (_cols(("Name",), ("Value", "integer"), ("Global-Default", "boolean"), ("Age",),
+                            ("PreemptionPolicy", "string")), _priority_class),
 }
 _DEFAULT = (_cols(("Name",), ("Age",)), _default)
 

@@ -253,6 +253,10 @@ class TrafficEngine:
         """How many real requests the call being served stands for (a datastore's hit ratio
         counts them)."""
         return self._weight
+    def served(self, uid: str) -> float:
+        """The requests the pod served in the last tick (sampled, weighted): what its request
+        counter grew by, as a metrics adapter reads it for the autoscaler."""
+        return self._pod_requests.get(uid, 0.0)
 
     # -- the Router protocol ---------------------------------------------------------------
     def work(self, ctx: Context, ms: float) -> None:

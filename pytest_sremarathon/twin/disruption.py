@@ -1,0 +1,155 @@
+"""PodDisruptionBudgets (``policy/v1``): the disruption controller's status, and the check the
+``pods/eviction`` subresource makes against it (``pkg/registry/core/pod/storage/eviction.go``).
+
+Status, as the real ``disruption`` controller computes it:
+
+* ``minAvailable`` as a number: ``expectedPods`` = the selected pods, ``desiredHealthy`` =
+  that number;
+* ``minAvailable`` as a percentage or ``maxUnavailable``: ``expectedPods`` = the scale of the
+  selected pods' controllers (a Deployment through its ReplicaSet), ``desiredHealthy`` =
+  expected − maxUnavailable (rounded up) or ⌈minAvailable% × expected⌉;
+* ``currentHealthy`` = the selected active pods that are Ready; ``disruptionsAllowed`` =
+  max(0, currentHealthy − desiredHealthy); condition ``DisruptionAllowed`` (``SufficientPods``
+  or ``InsufficientPods``).
+
+An eviction of a pod that is not Running, or that no budget selects, deletes it. Otherwise
+the budget must allow a disruption (recomputed from the store at that moment: the twin deletes
+at once, so a drain's successive evictions see the pods already gone), else ``429
+TooManyRequests`` "Cannot evict pod as it would violate the pod's disruption budget." with a
+``DisruptionBudget`` cause — what ``kubectl drain`` retries every 5 s until its timeout. Two
+budgets selecting one pod answer 500, as the real server does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from ..k8s.objects import controller_of, pod_is_active, pod_is_ready, selector_matches, set_condition
+from ..k8s.store import ApiError, Store
+
+EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = float(value[:-1]) / 100 * total
+        return math.ceil(share) if round_up else math.floor(share)
+    return int(value)
+
+
+def selected_pods(store: Store, pdb: dict[str, Any]) -> list[dict[str, Any]]:
+    selector = (pdb.get("spec") or {}).get("selector")
+    if selector is None:
+        return []
+    if selector == {}:  # policy/v1: an empty selector selects every pod of the namespace
+        return [p for p in store.list("Pod", pdb["metadata"]["namespace"]) if pod_is_active(p)]
+    return [p for p in store.list("Pod", pdb["metadata"]["namespace"])
+            if pod_is_active(p) and selector_matches(selector, p["metadata"].get("labels") or {})]
+
+
+def _expected_scale(store: Store, pods: list[dict[str, Any]]) -> int:
+    """The summed scale of the pods' controllers (each counted once)."""
+    seen: dict[str, int] = {}
+    for p in pods:
+        ref = controller_of(p)
+        if ref is None:
+            seen[p["metadata"]["uid"]] = 1
+            continue
+        owner = store.get(ref.get("kind", ""), p["metadata"]["namespace"], ref.get("name", ""))
+        if owner is None:
+            continue
+        top = controller_of(owner)
+        if top is not None and top.get("kind") == "Deployment":
+            dep = store.get("Deployment", p["metadata"]["namespace"], top.get("name", ""))
+            if dep is not None:
+                seen[dep["metadata"]["uid"]] = int((dep.get("spec") or {}).get("replicas") or 0)
+                continue
+        seen[owner["metadata"]["uid"]] = int((owner.get("spec") or {}).get("replicas") or 0)
+    return sum(seen.values())
+
+
+def compute_status(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+    spec = pdb.get("spec") or {}
+    pods = selected_pods(store, pdb)
+    healthy = sum(1 for p in pods if pod_is_ready(p))
+    if "maxUnavailable" in spec:
+        expected = _expected_scale(store, pods)
+        desired = max(0, expected - _int_or_percent(spec["maxUnavailable"], expected, True))
+    elif isinstance(spec.get("minAvailable"), str):
+        expected = _expected_scale(store, pods)
+        desired = _int_or_percent(spec["minAvailable"], expected, True)
+    else:
+        expected = len(pods)
+        desired = int(spec.get("minAvailable", 1) if "minAvailable" in spec else 1)
+    allowed = max(0, healthy - desired)
+    status = dict(pdb.get("status") or {})
+    status.update(observedGeneration=pdb["metadata"].get("generation", 1), currentHealthy=healthy,
+                  desiredHealthy=desired, expectedPods=expected, disruptionsAllowed=allowed)
+    status.setdefault("disruptedPods", None)
+    if status["disruptedPods"] is None:
+        status.pop("disruptedPods")
+    return status
+
+
+class DisruptionController:
+    """Keeps every budget's status current; skips a pass when no Pod, budget or workload moved."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._seen: Optional[tuple[int, ...]] = None
+
+    def reconcile(self) -> None:
+        version = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
+        if version == self._seen:
+            return
+        for pdb in self.store.list("PodDisruptionBudget"):
+            refresh(self.store, pdb)
+        self._seen = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
+
+
+def refresh(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+    """Write the budget's status as of now (when it changed); returns it."""
+    status = compute_status(store, pdb)
+    conditions = (pdb.get("status") or {}).get("conditions")
+    new = dict(status, conditions=[dict(c) for c in conditions or []])
+    shadow = {"status": new}
+    if status["disruptionsAllowed"] > 0:
+        set_condition(shadow, "DisruptionAllowed", "True", store.clock(), "SufficientPods")
+    else:
+        set_condition(shadow, "DisruptionAllowed", "False", store.clock(), "InsufficientPods")
+    for c in shadow["status"]["conditions"]:  # metav1.Condition: message and observedGeneration always there
+        c.setdefault("message", "")
+        c["observedGeneration"] = status["observedGeneration"]
+    if pdb.get("status") != shadow["status"]:
+        pdb["status"] = shadow["status"]
+        store.touch(pdb)
+    return pdb["status"]
+
+
+def check_eviction(store: Store, pod: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """Raise the server's refusal if evicting ``pod`` now would break a budget; return the
+    budget the eviction counts against (None when none applies). Store lock held."""
+    if (pod.get("status") or {}).get("phase") in ("Pending", "Succeeded", "Failed"):
+        return None
+    labels = pod["metadata"].get("labels") or {}
+    budgets = [b for b in store.list("PodDisruptionBudget", pod["metadata"]["namespace"])
+               if (b.get("spec") or {}).get("selector") is not None
+               and ((b["spec"]["selector"] == {}) or selector_matches(b["spec"]["selector"], labels))]
+    if not budgets:
+        return None
+    if len(budgets) > 1:
+        raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction "
+                                             "subresource does not support.")
+    pdb = budgets[0]
+    status = refresh(store, pdb)
+    # An unhealthy pod of a budget that is already at its desired health may go
+    # (unhealthyPodEvictionPolicy IfHealthyBudget, the default).
+    if not pod_is_ready(pod) and status["currentHealthy"] >= status["desiredHealthy"]:
+        return pdb
+    if status["disruptionsAllowed"] <= 0:
+        raise ApiError(429, "TooManyRequests", EVICTION_REFUSED, causes=[{
+            "reason": "DisruptionBudget",
+            "message": f"The disruption budget {pdb['metadata']['name']} needs {status['desiredHealthy']} healthy "
+                       f"pods and has {status['currentHealthy']} currently"}])
+    return pdb
