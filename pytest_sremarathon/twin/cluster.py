@@ -53,6 +53,9 @@ class TwinCluster:
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
         self._ticks = 0
+        # The ready pods per service on an up node, and what they were counted from (the last
+        # Pod change, the nodes' state): most ticks no pod and no node moved.
+        self._ready_counted: tuple[Any, dict[tuple[str, str], int]] = (None, {})
 
     # -- set-up ----------------------------------------------------------------------------
     def settled(self) -> None:
@@ -203,10 +206,9 @@ class TwinCluster:
             m["cpu_millicores"] += c.cpu_millicores
             m["memory_bytes"] = max(m["memory_bytes"], float(self.kubelet.memory_of(c)))
             m["restarts"] += c.restarts
-        for pod in self.store.list("Pod"):
-            key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
-            if key in per_service and pod_is_ready(pod) and self.network.node_up.get(pod["spec"].get("nodeName", ""), False):
-                per_service[key]["ready_pods"] += 1
+        for key, ready in self._ready_pods().items():
+            if key in per_service:
+                per_service[key]["ready_pods"] = float(ready)
         for (ns, svc), m in per_service.items():
             s = traffic.get((ns, svc))
             if s is not None and s.requests > 0:
@@ -214,6 +216,20 @@ class TwinCluster:
                 m["error_ratio"] = s.errors / s.requests
                 m["latency_p50_ms"], m["latency_p99_ms"] = s.latency_ms()
             self.metrics.record(ns, svc, now, m)
+
+    def _ready_pods(self) -> dict[tuple[str, str], int]:
+        """Ready pods on an up node per (namespace, app label)."""
+        node_up = self.network.node_up
+        inputs = (self.store.kind_version("Pod"), tuple(sorted(node_up.items())))
+        if self._ready_counted[0] == inputs:
+            return self._ready_counted[1]
+        counts: dict[tuple[str, str], int] = {}
+        for pod in self.store.list("Pod"):
+            if pod_is_ready(pod) and node_up.get(pod["spec"].get("nodeName", ""), False):
+                key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
+                counts[key] = counts.get(key, 0) + 1
+        self._ready_counted = (inputs, counts)
+        return counts
 
     # -- ClusterTelemetry (for the API server) ---------------------------------------------
     def pod_log(self, namespace: str, pod: str, container: Optional[str], previous: bool) -> list[tuple[datetime, str]]:
