@@ -51,6 +51,10 @@ IDLE_POLL_SECONDS = 1.0
 #: single file meanwhile).
 WORKSPACE_POLL_SECONDS = 2.0
 WORKSPACE_GROWTH = 32 * 2**20
+# The step's first and last looks (on the marathon's critical path, twice a step) walk only when
+# the workspace could be near its limit: the last walk's size plus the growth of its
+# filesystem's used space since bounds what it holds now (other writers only loosen the bound;
+# space freed elsewhere meanwhile could hide growth, which the periodic walks still see).
 
 
 def _format(n: int) -> str:
@@ -245,6 +249,7 @@ class Watchdog:
         self.known: dict[int, int] = {}  # every process seen in the tree, with its start time (the cleanup)
         self.interval = POLL_SECONDS  # the host slows it down between steps (IDLE_POLL_SECONDS)
         self._stop = threading.Event()
+        self._walked = (0, 0)  # the last walk: (filesystem used before it, the size it found)
         # The workspace may already hold more than the limit (the agent filled it in an earlier
         # step): only growth past the limit trips, so the agent can clean up in this step.
         self._workspace_base = self._workspace_size() if limits.workspace else 0
@@ -252,7 +257,15 @@ class Watchdog:
         self._thread.start()
 
     def _workspace_size(self) -> int:
-        return dir_size(self.workspace, stop_at=None)
+        used = self._fs_used()
+        size = dir_size(self.workspace, stop_at=None)
+        self._walked = (used, size)
+        return size
+
+    def _may_exceed(self, limit: int) -> bool:
+        """Could the workspace hold more than ``limit`` now? (See WORKSPACE_POLL_SECONDS.)"""
+        used, size = self._walked
+        return size + max(0, self._fs_used() - used) > limit
 
     def _fs_used(self) -> int:
         try:
@@ -265,7 +278,9 @@ class Watchdog:
         lim = self.limits.workspace
         if not lim:
             return None
+        used = self._fs_used()
         size = dir_size(self.workspace, stop_at=max(lim, self._workspace_base))
+        self._walked = (used, size)
         if size > lim and size > self._workspace_base:
             return f"{self.limits.workspace_error()} (the workspace holds more than {_format(lim)})"
         return None
@@ -273,15 +288,18 @@ class Watchdog:
     def begin_step(self) -> None:
         """A step of a long-lived agent process starts: watch closely, from what the workspace
         holds now."""
-        if self.limits.workspace:
-            self._workspace_base = self._workspace_size()
+        lim = self.limits.workspace
+        if lim:
+            # a base at or under the limit trips exactly as none does: only a fuller one needs measuring
+            self._workspace_base = self._workspace_size() if self._may_exceed(lim) else 0
         self.interval = POLL_SECONDS
 
     def end_step(self) -> Optional[str]:
         """The step ended: the workspace's last look (a step may fill it between two polls and
         return); the limit crossed, or None. Watch lightly until the next step."""
         self.interval = IDLE_POLL_SECONDS
-        if self.tripped is None:
+        lim = self.limits.workspace
+        if self.tripped is None and lim and self._may_exceed(lim):
             self.tripped = self._workspace_crossed()
         return self.tripped
 

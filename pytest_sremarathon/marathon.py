@@ -16,6 +16,7 @@ import random
 import secrets
 import shlex
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -72,6 +73,23 @@ SYMPTOM_GRACE = timedelta(minutes=10)
 MAX_EVIDENCE = 12  # evidence items named on one truth.mitigation record
 WARMUP = timedelta(minutes=5)  # symptoms outlive a fault's cleanup by a little
 RUN_GC_THRESHOLD = (20_000, 50, 100)  # gc.set_threshold while a marathon runs (see start())
+
+
+def _discard(path: Path) -> None:
+    """Remove a directory tree without waiting for the disk: renamed away at once (nothing finds
+    it by its name after this), then deleted by an ``rm -rf`` that outlives us if need be. The
+    private directory's repositories hold a few thousand files, and unlinking them took 1–4 s of
+    wall time at the end of every default marathon (0.1 s of CPU)."""
+    try:
+        doomed = path.rename(path.with_name(f"{path.name}.discarded"))
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:  # (the shell returns at once: nothing is left for us to wait for)
+        subprocess.run(["sh", "-c", 'rm -rf -- "$1" &', "sh", str(doomed)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 @dataclass
@@ -387,7 +405,7 @@ class Marathon:
         scorer = self.hook.pytest_sremarathon_choose_scorer(bundle=bundle) if self.hook else None
         score = scorer(bundle) if scorer else score_bundle(bundle)
         shutil.rmtree(self.run_dir, ignore_errors=True)  # the archive holds everything now
-        shutil.rmtree(self.private_dir, ignore_errors=True)
+        _discard(self.private_dir)
         self._finished = RunResult(score=score, bundle=archive, run_id=self.run_id,
                                    virtual_seconds=(self.clock.now - self.start_time).total_seconds(),
                                    wall_seconds=wall, schedule=self.schedule,

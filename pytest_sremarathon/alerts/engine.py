@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..agent.protocol import Alert
 from ..prometheus import Alert as PromAlert
@@ -49,6 +49,9 @@ class AlertEngine:
     _counter: int = 0
     _texts: dict[Key, tuple[str, str]] = field(default_factory=dict)  # pending alerts' (summary, description)
     _evaluated: Optional[datetime] = None
+    # rule name -> (what its matches were computed from, the matches with their keys): see Rule.reads
+    _matched: dict[str, tuple[tuple[Any, ...], list[tuple[Key, dict[str, str], str, str]]]] = \
+        field(default_factory=dict)
 
     def _new_id(self) -> str:
         self._counter += 1
@@ -71,8 +74,7 @@ class AlertEngine:
         out: list[Transition] = []
         matching: set[Key] = set()
         for rule in self.rules:
-            for labels, summary, description in rule.evaluate(cluster, apps):
-                key: Key = (rule.name, tuple(sorted(labels.items())))
+            for key, labels, summary, description in self._matches(rule, cluster, apps):
                 matching.add(key)
                 self._texts[key] = (summary, description)
                 since = self._pending.setdefault(key, now)
@@ -90,6 +92,22 @@ class AlertEngine:
         out.extend(self._noise_tick(now, dt))
         self._evaluated = now
         return out
+
+    def _matches(self, rule: Rule, cluster: Cluster,
+                 apps: dict[str, AppSpec]) -> list[tuple[Key, dict[str, str], str, str]]:
+        """The rule's matches now, each with its key; the last ones while its inputs have not moved."""
+        inputs: tuple[Any, ...] = ()
+        if rule.reads:
+            store = cluster.store
+            inputs = (id(store), id(apps), store.kind_version(*rule.reads))
+            last = self._matched.get(rule.name)
+            if last is not None and last[0] == inputs:
+                return last[1]
+        found = [((rule.name, tuple(sorted(labels.items()))), labels, summary, description)
+                 for labels, summary, description in rule.evaluate(cluster, apps)]
+        if rule.reads:
+            self._matched[rule.name] = (inputs, found)
+        return found
 
     # -- the Prometheus view -------------------------------------------------------------------
     def rule_groups(self) -> list[RuleGroup]:

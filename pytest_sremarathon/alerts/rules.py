@@ -35,6 +35,10 @@ class Rule:
     evaluate: Callable[[Cluster, dict[str, AppSpec]], Iterator[Match]]
     group: str = "sremarathon.rules"  # the rule group /api/v1/rules lists it in
     query: str = ""  # the condition in PromQL over the recorded series
+    # The kinds of objects that are the condition's only input (with the apps): while none of
+    # them changed (``Store.kind_version``), its matches are the last evaluation's. Empty: it
+    # reads something else too (metrics, containers) and is evaluated every tick.
+    reads: tuple[str, ...] = ()
 
 
 def _svc_labels(ns: str, svc: str) -> dict[str, str]:
@@ -184,24 +188,24 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          'histogram_quantile(0.99, sum by (namespace, service, le) (rate(http_request_duration_seconds_bucket[2m])))'
          ' > on (namespace, service) slo:http_request_duration_seconds:p99'),
     Rule("KubePodCrashLooping", "warning", 300, crash_looping, APPS,
-         f'max_over_time(kube_pod_container_status_waiting_reason{{reason=~"{WAITING}"}}[5m]) >= 1'),
+         f'max_over_time(kube_pod_container_status_waiting_reason{{reason=~"{WAITING}"}}[5m]) >= 1', ("Pod",)),
     Rule("KubeContainerOOMKilled", "warning", 0, oom_killed, APPS,
          'kube_pod_container_status_last_terminated_reason{reason="OOMKilled"} == 1'
-         ' and on (namespace, pod, container) kube_pod_container_status_restarts_total > 0'),
+         ' and on (namespace, pod, container) kube_pod_container_status_restarts_total > 0', ("Pod",)),
     Rule("KubePodNotReady", "warning", 600, pods_not_ready, APPS,
          'max by (namespace, pod) (kube_pod_container_status_ready == 0)'
-         ' and on (namespace, pod) kube_pod_info{node!=""}'),
+         ' and on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
     Rule("KubePodPending", "warning", 600, pods_pending, APPS,
-         'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}'),
+         'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
     Rule("KubeDeploymentReplicasMismatch", "warning", 600, replicas_mismatch, APPS,
-         'kube_deployment_spec_replicas > kube_deployment_status_replicas_available'),
+         'kube_deployment_spec_replicas > kube_deployment_status_replicas_available', ("Deployment",)),
     Rule("KubeDeploymentRolloutStuck", "warning", 0, rollout_stuck, APPS,
-         'kube_deployment_status_condition{condition="Progressing", status="false"} != 0'),
+         'kube_deployment_status_condition{condition="Progressing", status="false"} != 0', ("Deployment",)),
     Rule("ContainerMemoryNearLimit", "warning", 300, memory_near_limit, RESOURCES,
          'container_memory_working_set_bytes / on (namespace, pod, container)'
          ' kube_pod_container_resource_limits{resource="memory"} > 0.9'),
     Rule("KubeNodeNotReady", "critical", 120, node_not_ready, KUBELET,
-         'kube_node_status_condition{condition="Ready", status="true"} == 0'),
+         'kube_node_status_condition{condition="Ready", status="true"} == 0', ("Node",)),
     Rule("NodeCPUSaturation", "warning", 600, node_cpu_saturation, NODES,
          'sum by (node) (rate(container_cpu_usage_seconds_total[2m]))'
          ' / on (node) kube_node_status_allocatable{resource="cpu"} > 0.9'),

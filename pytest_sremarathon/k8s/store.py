@@ -13,6 +13,7 @@ import builtins
 import copy
 import itertools
 import json
+import marshal
 import threading
 import uuid
 from collections import deque
@@ -120,18 +121,34 @@ def not_found(kind: str, name: str) -> ApiError:
                     group=rt.group if rt else "")
 
 
-@dataclass
 class WatchEvent:
-    rv: int
-    type: str  # ADDED | MODIFIED | DELETED
-    kind: str
-    namespace: str
-    name: str
-    body: str  # the object as JSON, frozen at the time of the change
+    """One change in the watch history: the object frozen at the time of the change."""
+
+    __slots__ = ("rv", "type", "kind", "namespace", "name", "_frozen", "_body")
+
+    def __init__(self, rv: int, type_: str, kind: str, namespace: str, name: str, obj: dict[str, Any]) -> None:
+        self.rv, self.type, self.kind, self.namespace, self.name = rv, type_, kind, namespace, name
+        # Every change is frozen (~30k a default marathon) but few are ever watched: marshal's
+        # copy costs a quarter of JSON's, and the JSON is made from it on first read (the same
+        # text: marshal keeps key order, types and floats exactly).
+        try:
+            self._frozen: Optional[bytes] = marshal.dumps(obj)
+            self._body: Optional[str] = None
+        except ValueError:  # a value marshal does not know (a dict subclass): JSON at once
+            self._frozen, self._body = None, _SNAPSHOT.encode(obj)
+
+    @property
+    def body(self) -> str:
+        """The object as compact JSON."""
+        body = self._body
+        if body is None:  # (watch threads may race here: each makes the same text)
+            assert self._frozen is not None
+            body = self._body = _SNAPSHOT.encode(marshal.loads(self._frozen))
+        return body
 
 
-# The watch history's snapshot of every change (~30k a default marathon): json.dumps's compact
-# output, from one encoder without the cycle check (API objects are trees; it costs a fifth).
+# The watch history's JSON: json.dumps's compact output, from one encoder without the cycle
+# check (API objects are trees; it costs a fifth).
 _SNAPSHOT = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
@@ -211,8 +228,7 @@ class Store:
     def _record(self, type_: str, obj: dict[str, Any]) -> None:
         md = obj["metadata"]
         self._kind_rv[obj["kind"]] = self._rv
-        self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"],
-                                        _SNAPSHOT.encode(obj)))
+        self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"], obj))
         for listener in self.listeners:
             listener(type_, obj)
         self._changed.notify_all()

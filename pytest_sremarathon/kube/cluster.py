@@ -91,6 +91,7 @@ class MirrorStore(Store):
             self._objects.update(fresh)
             self._by_kind[kind] = fresh
             self._sorted.pop(kind, None)
+            self._sorted_ns.pop(kind, None)  # (the per-namespace lists too: else list(kind, ns) goes stale)
             self._rv += 1
             if changed:  # what the kube-state-metrics series read moved (Store.kind_version)
                 self._kind_rv[kind] = self._rv

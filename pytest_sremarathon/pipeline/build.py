@@ -57,7 +57,26 @@ def _call_test(fn: Callable[..., object], modules: dict[str, ModuleType]) -> Non
     fn(**({"services": modules} if "services" in params else {}))
 
 
+# The unit tests' verdict per (app, artifact digests, test files): what they run is exactly
+# those, with fresh modules each time, so a tree built before (a revert, a redeploy) passes or
+# fails as it did then. Bounded: the oldest verdicts go first.
+_VERDICTS: dict[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], int | str] = {}
+_MAX_VERDICTS = 1024
+
+
 def build(app: AppSpec, files: dict[str, str]) -> BuildResult:
     artifacts = package(app, files)
-    tests = run_unit_tests(app, files, artifacts)
-    return BuildResult(artifacts, tests)
+    key = (app.name, tuple(sorted((svc, a.digest) for svc, a in artifacts.items())),
+           tuple(sorted((path, text) for path, text in files.items() if path.startswith("tests/"))))
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        try:
+            verdict = run_unit_tests(app, files, artifacts)
+        except BuildError as exc:
+            verdict = str(exc)
+        if len(_VERDICTS) >= _MAX_VERDICTS:
+            del _VERDICTS[next(iter(_VERDICTS))]
+        _VERDICTS[key] = verdict
+    if isinstance(verdict, str):
+        raise BuildError(verdict)
+    return BuildResult(artifacts, verdict)

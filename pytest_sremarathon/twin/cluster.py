@@ -62,6 +62,9 @@ class TwinCluster:
         self.autoscaler = HorizontalPodAutoscalerController(self.store, self.events, self)
         self.disruption = DisruptionController(self.store)
         self.maintenance = NodeMaintenance(self.store, self.events, self.network.node_up)
+        # The ready pods per service on an up node, and what they were counted from (the last
+        # Pod change, the nodes' state): most ticks no pod and no node moved.
+        self._ready_counted: tuple[Any, dict[tuple[str, str], int]] = (None, {})
 
     # -- set-up ----------------------------------------------------------------------------
     def settled(self) -> None:
@@ -222,10 +225,9 @@ class TwinCluster:
             m["cpu_millicores"] += c.cpu_millicores
             m["memory_bytes"] = max(m["memory_bytes"], float(self.kubelet.memory_of(c)))
             m["restarts"] += c.restarts
-        for pod in self.store.list("Pod"):
-            key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
-            if key in per_service and pod_is_ready(pod) and self.network.node_up.get(pod["spec"].get("nodeName", ""), False):
-                per_service[key]["ready_pods"] += 1
+        for key, ready in self._ready_pods().items():
+            if key in per_service:
+                per_service[key]["ready_pods"] = float(ready)
         for (ns, svc), m in per_service.items():
             s = traffic.get((ns, svc))
             if s is not None and s.requests > 0:
@@ -246,6 +248,19 @@ class TwinCluster:
         if c is None or c.state != "running":
             return None
         return self.traffic.served(uid) / self._dt
+    def _ready_pods(self) -> dict[tuple[str, str], int]:
+        """Ready pods on an up node per (namespace, app label)."""
+        node_up = self.network.node_up
+        inputs = (self.store.kind_version("Pod"), tuple(sorted(node_up.items())))
+        if self._ready_counted[0] == inputs:
+            return self._ready_counted[1]
+        counts: dict[tuple[str, str], int] = {}
+        for pod in self.store.list("Pod"):
+            if pod_is_ready(pod) and node_up.get(pod["spec"].get("nodeName", ""), False):
+                key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
+                counts[key] = counts.get(key, 0) + 1
+        self._ready_counted = (inputs, counts)
+        return counts
 
     # -- ClusterTelemetry (for the API server) ---------------------------------------------
     def pod_log(self, namespace: str, pod: str, container: Optional[str], previous: bool) -> list[tuple[datetime, str]]:

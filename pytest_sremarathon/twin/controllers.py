@@ -78,6 +78,11 @@ class Controllers:
         # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
         self._idle: dict[str, tuple[str, ...]] = {}
         self._collected: tuple[int, ...] = ()  # the kinds' versions after the last garbage collection
+        # Whether an object may have lost its controlling owner since the last collection: an
+        # owner was deleted, or an object was written whose owner was missing then (the store
+        # tells every change, _note_change). Until one of those, a collection finds nothing.
+        self._orphans_possible = True
+        store.listeners.append(self._note_change)
         self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
         self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
         # kind -> (its version, its objects by controlling owner): regrouped only when an object
@@ -426,7 +431,11 @@ class Controllers:
         """Delete objects whose controlling owner is gone (cascading delete)."""
         if self.store.kind_version(*INPUT_KINDS) == self._collected:
             return
-        for kind, owner_kind in (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController")):
+        if not self._orphans_possible:
+            self._collected = self.store.kind_version(*INPUT_KINDS)
+            return
+        self._orphans_possible = False  # (what this pass deletes sets it again: the cascade's next step)
+        for kind, owner_kind in _OWNED_BY:
             for obj in list(self.store.list(kind)):
                 ref = controller_of(obj)
                 if ref and ref.get("kind") == owner_kind:
@@ -434,6 +443,28 @@ class Controllers:
                     if owner is None or owner["metadata"]["uid"] != ref["uid"]:
                         self.store.delete(kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
         self._collected = self.store.kind_version(*INPUT_KINDS)
+
+    def _note_change(self, type_: str, obj: dict[str, Any]) -> None:
+        """The store's listener (under its lock): could this change leave an object without its
+        controlling owner?"""
+        if self._orphans_possible:
+            return
+        kind = obj.get("kind")
+        if type_ == "DELETED":
+            self._orphans_possible = kind in _OWNER_KINDS
+            return
+        if kind not in _OWNED_KINDS:
+            return
+        ref = controller_of(obj)
+        if ref and (kind, ref.get("kind")) in _OWNED_BY:
+            owner = self.store.get(ref["kind"], obj["metadata"].get("namespace"), ref.get("name", ""))
+            self._orphans_possible = owner is None or owner["metadata"]["uid"] != ref.get("uid")
+
+
+#: (kind, the kind of its controlling owner) pairs the garbage collector deletes orphans of.
+_OWNED_BY = (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController"))
+_OWNED_KINDS = frozenset(k for k, _ in _OWNED_BY)
+_OWNER_KINDS = frozenset(o for _, o in _OWNED_BY)
 
 
 def _component(owner: dict[str, Any]) -> str:
