@@ -21,7 +21,9 @@ from .defaults import apply_defaults
 from .kubelet import Kubelet
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
+from .statefulsets import StatefulSetController
 from .traffic import Network, TrafficEngine
+from .volumes import VolumeController, default_storage_class
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
 
@@ -43,6 +45,9 @@ class TwinCluster:
         self.endpoints = EndpointsController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
+        self.statefulsets = StatefulSetController(self.store, self.events)
+        self.volumes = VolumeController(self.store, self.events)
+        self.scheduler.volumes = self.volumes
         self.traffic = TrafficEngine(self.store, self.network, self.apps)
         self.kubelet = Kubelet(self.store, self.events, self.artifacts, self.scheduler, self.traffic,
                                lambda node: self.network.node_zone.get(node, ""))
@@ -73,6 +78,7 @@ class TwinCluster:
                 self.network.node_up[name] = True
                 self.network.node_zone[name] = zone
                 self.store.create(self._node(name, zone, i))
+            self.store.create(default_storage_class())
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now
@@ -125,7 +131,7 @@ class TwinCluster:
             for key in ("labels", "annotations"):
                 if key in md:
                     new["metadata"][key] = {**(current["metadata"].get(key) or {}), **md[key]}
-            if obj["kind"] == "Deployment" and "replicas" not in obj.get("spec", {}):
+            if obj["kind"] in ("Deployment", "StatefulSet") and "replicas" not in obj.get("spec", {}):
                 new["spec"]["replicas"] = current["spec"].get("replicas", 1)
             return self.store.replace(new, check_rv=False)
 
@@ -156,10 +162,14 @@ class TwinCluster:
             up = {n for n, ok in self.network.node_up.items() if ok}
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
             self.controllers.reconcile()
+            self.statefulsets.reconcile()
+            self.volumes.reconcile()
             self.scheduler.reconcile()
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
+            self.statefulsets.reconcile()  # … and the stateful sets (the next ordinal once one is ready)
+            self.volumes.reconcile()  # the new ordinal's claim gets its class at once, as admission gives it
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
@@ -180,12 +190,15 @@ class TwinCluster:
             replicasets = self.controllers.react(obj)
             pending = [p for rs in replicasets for p in self.store.list("Pod", rs["metadata"]["namespace"])
                        if not p["spec"].get("nodeName") and pod_is_active(p) and is_owned_by(p, rs)]
+            pending += [p for p in self.statefulsets.react(obj)
+                        if not p["spec"].get("nodeName") and pod_is_active(p)]
+            self.volumes.reconcile()  # a no-op unless a claim, volume or class changed
             if obj.get("kind") == "Pod":
                 pod = self.store.get("Pod", obj["metadata"].get("namespace"), obj["metadata"]["name"])
                 if pod is not None and not pod["spec"].get("nodeName") and pod_is_active(pod):
                     pending.append(pod)
             if pending:
-                self.scheduler.schedule_all(pending)
+                self.scheduler.schedule_all(list({p["metadata"]["uid"]: p for p in pending}.values()))
             self.endpoints.reconcile()
 
     def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:
