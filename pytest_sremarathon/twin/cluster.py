@@ -23,6 +23,7 @@ from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
 from .statefulsets import StatefulSetController
 from .traffic import Network, TrafficEngine
+from .volume_usage import VolumeUsage
 from .volumes import VolumeController, default_storage_class
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
@@ -54,6 +55,7 @@ class TwinCluster:
         self.traffic.kubelet = self.kubelet
         self.scraper = TwinScraper(self.apps, self.store, self.kubelet, self.network, retention=self.retention)
         self.prometheus = self.scraper.db  # the series the monitoring namespace's Prometheus serves
+        self.volume_usage = VolumeUsage(self.store, self.kubelet, self.prometheus)
         # What kubectl exec and attach run in, and the debug pods of utility images.
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
@@ -174,6 +176,7 @@ class TwinCluster:
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
             traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
+            self.volume_usage.advance(now.timestamp(), dt, traffic)
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:
