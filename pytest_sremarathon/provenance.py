@@ -43,9 +43,12 @@ ASPECTS: dict[str, tuple[str, ...]] = {
     "ConfigMap": ("data",),
     "Secret": ("data",),
     "Node": ("unschedulable",),
+    "StatefulSet": ("template", "replicas", "resources"),
+    "PersistentVolumeClaim": ("size",),  # an expansion
 }
 _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmaps": "ConfigMap",
-                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet"}
+                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet",
+                  "statefulsets": "StatefulSet", "persistentvolumeclaims": "PersistentVolumeClaim"}
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
@@ -126,7 +129,7 @@ def _template_sig(template: Any) -> str:
 def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
     kind = obj.get("kind", "")
     spec = obj.get("spec") or {}
-    if kind == "Deployment":
+    if kind in ("Deployment", "StatefulSet"):
         template = spec.get("template") or {}
         containers = (template.get("spec") or {}).get("containers") or []
         return {"template": _template_sig(template), "replicas": _sig(spec.get("replicas", 1)),
@@ -137,6 +140,8 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
         return {"data": _sig([obj.get("data"), obj.get("binaryData"), obj.get("stringData")])}
     if kind == "Node":
         return {"unschedulable": _sig(bool(spec.get("unschedulable")))}
+    if kind == "PersistentVolumeClaim":
+        return {"size": _sig(((spec.get("resources") or {}).get("requests") or {}).get("storage"))}
     return {}
 
 
