@@ -179,6 +179,20 @@ def _partial_errors(service: str, low: float, high: float) -> Callable[[TwinWorl
     return check
 
 
+def _pending_on_unbound_claim(service: str, claim: str) -> Callable[[TwinWorld, Evidence], bool]:
+    """The rolled pod waits for a claim that cannot bind; the old pods keep serving."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        pending = [p for p in w.pods(service) if not p["spec"].get("nodeName")
+                   and "pod has unbound immediate PersistentVolumeClaims"
+                   in ((condition(p, "PodScheduled") or {}).get("message") or "")]
+        pvc = w.store.get("PersistentVolumeClaim", w.ns, claim) or {}
+        failed = [ev for ev in w.store.list("Event", w.ns) if ev["reason"] == "ProvisioningFailed"
+                  and ev["involvedObject"]["name"] == claim and "not found" in ev["message"]]
+        ready = [p for p in w.pods(service) if pod_is_ready(p)]
+        return bool(pending) and pvc.get("status", {}).get("phase") == "Pending" and bool(failed) and bool(ready)
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -235,6 +249,9 @@ SHOP_EFFECTS: dict[str, Expect] = {
                                         why="add_item fails for the half of the shoppers in the rollout"),
     "payment-pin-release-image": Expect({(CRASH, "payment")}, check=_image_pull_stalled("payment"), max_ticks=40,
                                         why="the new pod cannot pull shop/payment:2.4.0; the rollout stalls"),
+    "recommendation-shared-model-cache": Expect(check=_pending_on_unbound_claim("recommendation",
+                                                                              "recommendation-model-cache"),
+                                                why="the claim's class does not exist: the rolled pod stays Pending"),
 }
 
 SHOP_CATALOGUE = load_catalogue(SHOP)
