@@ -7,6 +7,7 @@ Pending with the scheduler's message."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -188,3 +189,28 @@ def test_discovery_and_explain(sim: Any) -> None:
 def _yaml(obj: dict[str, Any]) -> str:
     import json
     return json.dumps(obj)
+
+
+def test_the_official_client_reads_every_storage_kind(sim: Any) -> None:
+    """The client's models (v37, pydantic) accept what the twin serves for each kind."""
+    kc: Kubectl = sim.kc
+    kc("apply", "-f", "-", "-n", NS, input=_yaml(_manifest("models", replicas=1)))
+    sim.run(60)
+    api = config.new_client_from_config(config_file=str(sim.kubeconfig))
+    core, storage, apps = k8s.CoreV1Api(api), k8s.StorageV1Api(api), k8s.AppsV1Api(api)
+    claim = core.read_namespaced_persistent_volume_claim("data-models-0", NS)
+    assert claim.status.phase == "Bound" and claim.spec.storage_class_name == "standard"
+    assert claim.status.capacity == {"storage": "1Gi"}
+    pv = core.read_persistent_volume(claim.spec.volume_name)
+    assert pv.spec.claim_ref.name == "data-models-0" and pv.spec.persistent_volume_reclaim_policy == "Delete"
+    classes = storage.list_storage_class().items
+    assert [c.metadata.name for c in classes] == ["standard"] and classes[0].allow_volume_expansion
+    revisions = apps.list_namespaced_controller_revision(NS, label_selector="app=models").items
+    assert len(revisions) == 1 and revisions[0].revision == 1
+    status = apps.read_namespaced_stateful_set_status("models", NS).status
+    assert status.ready_replicas == 1 and status.current_revision == revisions[0].metadata.name
+    scale = apps.read_namespaced_stateful_set_scale("models", NS)
+    assert scale.spec.replicas == 1
+    assert "statefulset.apps/models" in kc("get", "all", "-n", NS, "-o", "name")
+    assert "Claim:" in kc("describe", "pv", claim.spec.volume_name)
+    assert re.search(r"IsDefaultClass: +Yes", kc("describe", "sc", "standard"))
