@@ -176,6 +176,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "ReplicaSet": ("/apis/apps/v1", "replicasets", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    # stateful workloads and their claims (a curated change may add a claim: manifest-claim-unbindable)
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
 }
 
 
