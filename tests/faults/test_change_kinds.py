@@ -725,6 +725,13 @@ def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) ->
     _effect_then_revert(world, change_id, _image_pull_stalled(_service(world.catalogue[change_id])))
 
 
+def test_claim_unbindable_in_the_social_app(tmp_path: Path) -> None:
+    """The social app's claim of a missing class leaves the rolled media pod Pending; the revert repairs it."""
+    world = _other_app_world("social", tmp_path)
+    _effect_then_revert(world, "media-upload-scratch-volume",
+                        _pending_on_unbound_claim("media", "media-upload-scratch"))
+
+
 # -- config-percentage-rollout: turning the share down is no repair --------------------------------
 def _set_config(world: TwinWorld, service: str, key: str, value: str) -> None:
     """``kubectl edit configmap <service>-config`` then ``kubectl rollout restart``."""
