@@ -725,6 +725,30 @@ def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) ->
     _effect_then_revert(world, change_id, _image_pull_stalled(_service(world.catalogue[change_id])))
 
 
+def test_claim_unbindable_deleting_the_pending_pod_or_scaling_is_no_repair(tmp_path: Path) -> None:
+    """The stuck pod's replacement waits on the same claim; more replicas add more waiting pods;
+    the claim's class cannot be changed in place."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    change = world.catalogue["recommendation-shared-model-cache"]
+    kind, fault = _inject(world, change)
+    expect = SHOP_EFFECTS[change.id]
+    _run_until_effects(world, kind, fault, ev, expect)
+    for p in world.pods("recommendation"):
+        if not p["spec"].get("nodeName"):
+            world.store.delete("Pod", world.ns, p["metadata"]["name"])
+    _hold(world, kind, fault, False, 4, "after deleting the pending pod")
+    assert expect.check is not None and expect.check(world, ev)
+    d = world.store.get("Deployment", world.ns, "recommendation")
+    d["spec"]["replicas"] = 4
+    world.store.touch(d, spec_changed=True)
+    _hold(world, kind, fault, False, 6, "after scaling up")
+    pending = [p for p in world.pods("recommendation") if not p["spec"].get("nodeName")]
+    assert len(pending) >= 2  # every new pod of the template waits on the claim
+    world.pipelines.revert("shop", fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+
+
 def test_claim_unbindable_in_the_social_app(tmp_path: Path) -> None:
     """The social app's claim of a missing class leaves the rolled media pod Pending; the revert repairs it."""
     world = _other_app_world("social", tmp_path)
