@@ -87,6 +87,10 @@ METADATA: dict[str, tuple[str, str]] = {
     "kubelet_volume_stats_inodes": ("gauge", "[STABLE] Maximum number of inodes in the volume"),
     "kubelet_volume_stats_inodes_used": ("gauge", "[STABLE] Number of used inodes in the volume"),
     "kubelet_volume_stats_inodes_free": ("gauge", "[STABLE] Number of free inodes in the volume"),
+    "kube_statefulset_replicas": ("gauge", "Number of desired pods for a StatefulSet."),
+    "kube_statefulset_status_replicas_ready": ("gauge", "The number of ready replicas per StatefulSet."),
+    "kube_statefulset_status_replicas_updated": ("gauge", "The number of updated replicas per StatefulSet."),
+    "kube_persistentvolumeclaim_status_phase": ("gauge", "The phase the persistent volume claim is currently in."),
 }
 
 

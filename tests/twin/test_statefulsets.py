@@ -7,7 +7,9 @@ Pending with the scheduler's message."""
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -155,6 +157,13 @@ def test_a_claim_of_a_missing_class_stays_pending_and_its_pod_unschedulable(sim:
     pod = kc("describe", "pod", "broken-0", "-n", NS)
     assert "pod has unbound immediate PersistentVolumeClaims" in pod and "FailedScheduling" in pod
     assert "0/1" in kc("get", "sts", "broken", "-n", NS)
+    # kube-state-metrics shows it too, as a PromQL investigator would look.
+    phase = json.loads(kc("get", "--raw", "/prometheus/api/v1/query?" + urllib.parse.urlencode(
+        {"query": 'kube_persistentvolumeclaim_status_phase{persistentvolumeclaim="data-broken-0"} == 1'})))
+    assert [r["metric"]["phase"] for r in phase["data"]["result"]] == ["Pending"]
+    ready = json.loads(kc("get", "--raw", "/prometheus/api/v1/query?" + urllib.parse.urlencode(
+        {"query": 'kube_statefulset_status_replicas_ready{statefulset="broken"}'})))
+    assert [r["value"][1] for r in ready["data"]["result"]] == ["0"]
     # The claim template is immutable, as on a real API server.
     bad = kc.run("patch", "sts", "broken", "-n", NS, "--type=json", "-p",
                  '[{"op":"replace","path":"/spec/volumeClaimTemplates/0/spec/storageClassName","value":"standard"}]',
