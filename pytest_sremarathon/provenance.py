@@ -45,10 +45,13 @@ ASPECTS: dict[str, tuple[str, ...]] = {
     "Node": ("unschedulable",),
     "HorizontalPodAutoscaler": ("spec",),
     "PodDisruptionBudget": ("spec",),
+    "StatefulSet": ("template", "replicas", "resources"),
+    "PersistentVolumeClaim": ("size",),  # an expansion
 }
 _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmaps": "ConfigMap",
                   "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet",
-                  "horizontalpodautoscalers": "HorizontalPodAutoscaler", "poddisruptionbudgets": "PodDisruptionBudget"}
+                  "horizontalpodautoscalers": "HorizontalPodAutoscaler", "poddisruptionbudgets": "PodDisruptionBudget",
+                  "statefulsets": "StatefulSet", "persistentvolumeclaims": "PersistentVolumeClaim"}
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
@@ -129,7 +132,7 @@ def _template_sig(template: Any) -> str:
 def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
     kind = obj.get("kind", "")
     spec = obj.get("spec") or {}
-    if kind == "Deployment":
+    if kind in ("Deployment", "StatefulSet"):
         template = spec.get("template") or {}
         containers = (template.get("spec") or {}).get("containers") or []
         return {"template": _template_sig(template), "replicas": _sig(spec.get("replicas", 1)),
@@ -142,6 +145,8 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
         return {"unschedulable": _sig(bool(spec.get("unschedulable")))}
     if kind in ("HorizontalPodAutoscaler", "PodDisruptionBudget"):
         return {"spec": _sig(spec)}
+    if kind == "PersistentVolumeClaim":
+        return {"size": _sig(((spec.get("resources") or {}).get("requests") or {}).get("storage"))}
     return {}
 
 

@@ -90,6 +90,12 @@ class ShopTwin(AppTwin):
         d["metadata"].setdefault("annotations", {})["touched"] = self.clock.now.isoformat()
         self.store.touch(d)
 
+    def annotate_template(self, kind: str, name: str) -> None:
+        """``kubectl rollout restart``'s write."""
+        obj = self.store.get(kind, NS, name)
+        obj["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})["restartedAt"] = "now"
+        self.store.touch(obj, spec_changed=True)
+
     def pods(self, svc: str) -> list[dict[str, Any]]:
         return self.active_pods(NS, svc)
 
@@ -177,3 +183,29 @@ def test_an_agent_write_older_than_the_fault_earns_nothing(twin: ShopTwin) -> No
                     end=twin.clock.now, params={"datastore": "cart-cache"}))
     assert twin.provenance.attribute(evidence, since=before).by == "agent"
     assert twin.provenance.attribute(evidence, since=twin.clock.now).by == "orchestrator"
+
+
+def test_a_claim_expansion_and_a_statefulset_restart_are_the_agents(twin: ShopTwin) -> None:
+    """The storage repairs a judge reads: a claim's requested size, a StatefulSet's template."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "kv", "namespace": NS},
+           "spec": {"replicas": 1, "serviceName": "kv", "selector": {"matchLabels": {"app": "kv"}},
+                    "template": {"metadata": {"labels": {"app": "kv"}},
+                                 "spec": {"containers": [{"name": "redis", "image": "redis:7.2-alpine"}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    twin.cluster.apply(sts)
+    twin.run(2)
+    twin.provenance.observe(only="orchestrator")
+    size = EvidenceRef("PersistentVolumeClaim", NS, "data-kv-0", "size")
+    assert not twin.provenance.cause_of(size).by_agent
+
+    def expand() -> None:
+        claim = twin.store.get("PersistentVolumeClaim", NS, "data-kv-0")
+        claim["spec"]["resources"]["requests"]["storage"] = "2Gi"
+        twin.store.touch(claim)
+
+    action = twin.agent("kube/shop/persistentvolumeclaims/data-kv-0", expand)
+    assert twin.provenance.cause_of(size).action == action
+    restart = twin.agent("kube/shop/statefulsets/kv", lambda: twin.annotate_template("StatefulSet", "kv"))
+    assert twin.provenance.cause_of(EvidenceRef("StatefulSet", NS, "kv", "template")).action == restart
+    assert [e.aspect for e in twin.provenance.drain_effects()] == ["size", "template"]

@@ -833,6 +833,25 @@ class ManifestHotfixUndone(ManifestFault):
         super().cleanup(world, fault)
 
 
+# -- storage --------------------------------------------------------------------------------------
+class ManifestClaimUnbindable(ManifestFault):
+    """The Deployment starts mounting a new PersistentVolumeClaim that cannot bind: its
+    ``storageClassName`` names a class this cluster does not have (one that exists in another
+    environment), so no volume is provisioned.
+
+    Effects: the claim stays Pending (a ``ProvisioningFailed`` event: ``storageclass.storage.k8s.io
+    "…" not found``); the rolled pod stays Pending (FailedScheduling: ``pod has unbound immediate
+    PersistentVolumeClaims``, KubePodPending) and the rollout stalls (KubeDeploymentRolloutStuck)
+    with the old pods serving at the capacity the surge budget left. Restarting or deleting the
+    pods brings back the same claim. A claim's class cannot be changed in place (its spec is
+    immutable). Repair: revert the change (or mount a claim of an existing class in the manifest
+    and redeploy)."""
+
+    name = "manifest-claim-unbindable"
+    description = "a new volume claim of a storage class the cluster lacks keeps the rolled pods Pending"
+    repair = "revert the change (or mount a claim of an existing class in the manifest and redeploy)"
+
+
 CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     CodeException, CodeLatency, CodeCrashOnStart, CodeMemoryLeak, CodeRetryStorm, CodeContractBreak,
     CodeDependencyBump, CodeSchemaMigration,
@@ -840,4 +859,5 @@ CHANGE_KINDS: tuple[type[ChangeFault], ...] = (
     ConfigPercentageRollout,
     ManifestMemoryLimit, ManifestReadinessProbe, ManifestServiceSelector, ManifestTargetPort, ManifestReplicasCut,
     ManifestZoneAffinity, ManifestImageTag, ManifestHotfixUndone,
+    ManifestClaimUnbindable,
 )

@@ -73,6 +73,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True,
                  ("pdb",)),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", False, ("pc",)),
+    # Stateful workloads and their storage (twin/statefulsets.py, twin/volumes.py).
+    ResourceType("apps", "v1", "statefulsets", "statefulset", "StatefulSet", True, ("sts",), categories=_ALL),
+    ResourceType("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", True),
+    ResourceType("", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", True, ("pvc",)),
+    ResourceType("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", False, ("pv",)),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False, ("sc",)),
 )
 #: The review kinds: answered on create, never stored.
 REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})

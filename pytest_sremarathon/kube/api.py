@@ -178,6 +178,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    # stateful workloads and their claims (a curated change may add a claim: manifest-claim-unbindable)
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
 }
 
 

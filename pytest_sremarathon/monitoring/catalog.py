@@ -80,6 +80,17 @@ METADATA: dict[str, tuple[str, str]] = {
     "mongodb_op_counters_total": ("counter", "The total number of operations since the mongod instance last "
                                              "started, by type"),
     "mongodb_op_latencies_seconds_total": ("counter", "Total time in seconds spent on operations, by type"),
+    # the kubelet's volume stats of mounted claims (twin/volume_usage.py)
+    "kubelet_volume_stats_capacity_bytes": ("gauge", "[STABLE] Capacity in bytes of the volume"),
+    "kubelet_volume_stats_used_bytes": ("gauge", "[STABLE] Number of used bytes in the volume"),
+    "kubelet_volume_stats_available_bytes": ("gauge", "[STABLE] Number of available bytes in the volume"),
+    "kubelet_volume_stats_inodes": ("gauge", "[STABLE] Maximum number of inodes in the volume"),
+    "kubelet_volume_stats_inodes_used": ("gauge", "[STABLE] Number of used inodes in the volume"),
+    "kubelet_volume_stats_inodes_free": ("gauge", "[STABLE] Number of free inodes in the volume"),
+    "kube_statefulset_replicas": ("gauge", "Number of desired pods for a StatefulSet."),
+    "kube_statefulset_status_replicas_ready": ("gauge", "The number of ready replicas per StatefulSet."),
+    "kube_statefulset_status_replicas_updated": ("gauge", "The number of updated replicas per StatefulSet."),
+    "kube_persistentvolumeclaim_status_phase": ("gauge", "The phase the persistent volume claim is currently in."),
 }
 
 

@@ -77,6 +77,19 @@ class KubeState:
                 refs, values = self._objects(kind, fn, store)
                 got = self._kinds[kind] = (version, refs, values, got[3] if got is not None else self.db.block())
             got[3].append(t, got[1], got[2])
+        optional: tuple[tuple[str, Callable[[dict[str, Any]], Samples]], ...] = (
+            ("StatefulSet", self._statefulset), ("PersistentVolumeClaim", self._claim))
+        for rare, sample in optional:
+            # Kinds a cluster may have none of: nothing to look at, nothing to append, until one exists.
+            (version,) = store.kind_version(rare)
+            got = self._kinds.get(rare)
+            if got is None and not version:
+                continue
+            if got is None or got[0] != version:
+                refs, values = self._objects(rare, sample, store)
+                got = self._kinds[rare] = (version, refs, values, got[3] if got is not None else self.db.block())
+            if got[1]:
+                got[3].append(t, got[1], got[2])
         self._collect_usage(t, usage)
 
     def _objects(self, kind: str, fn: Callable[[dict[str, Any]], Samples], store: Store) -> tuple[list[int], list[float]]:
@@ -191,6 +204,21 @@ class KubeState:
                 out.append((lab("kube_deployment_status_condition", **dl, condition="Progressing", status=s),
                             1.0 if now == s else 0.0))
         return out
+
+    def _statefulset(self, s: dict[str, Any]) -> Samples:
+        md, spec, status = s["metadata"], s.get("spec") or {}, s.get("status") or {}
+        sl = {"namespace": md.get("namespace", ""), "statefulset": md["name"]}
+        lab = self._labels
+        return [(lab("kube_statefulset_replicas", **sl), float(spec.get("replicas", 1))),
+                (lab("kube_statefulset_status_replicas_ready", **sl), float(status.get("readyReplicas", 0))),
+                (lab("kube_statefulset_status_replicas_updated", **sl), float(status.get("updatedReplicas", 0)))]
+
+    def _claim(self, c: dict[str, Any]) -> Samples:
+        md, phase = c["metadata"], (c.get("status") or {}).get("phase", "Pending")
+        cl = {"namespace": md.get("namespace", ""), "persistentvolumeclaim": md["name"]}
+        lab = self._labels
+        return [(lab("kube_persistentvolumeclaim_status_phase", **cl, phase=p), 1.0 if p == phase else 0.0)
+                for p in ("Bound", "Lost", "Pending")]
 
     def _node(self, node: dict[str, Any]) -> Samples:
         name = node["metadata"]["name"]

@@ -181,6 +181,7 @@ class Context:
     logger: Callable[[str], None]
     cache_dict: dict[str, Any] = field(default_factory=dict)
     stores: dict[str, StoreClient] = field(default_factory=dict, repr=False)  # clients, made once per name
+    volume_full: bool = False  # the container's data volume has no space left (twin/volume_usage.py)
 
     def call(self, service: str, endpoint: str, payload: Optional[dict] = None) -> dict:
         return self.router.call(self, service, endpoint, payload or {})
@@ -289,11 +290,16 @@ def get(ctx, req):
     return {"value": value}
 
 
+_ENOSPC = {"error": "MISCONF Errors writing to the AOF file: No space left on device"}
+
+
 def put(ctx, req):
     ctx.work(0.4)
     denied = _denied(ctx, req)
     if denied:
         return denied
+    if ctx.volume_full:  # the write cannot be appended to the log
+        return _ENOSPC
     _DATA[req["key"]] = req["value"]
     return {"ok": True}
 
@@ -303,6 +309,8 @@ def incr(ctx, req):
     denied = _denied(ctx, req)
     if denied:
         return denied
+    if ctx.volume_full:
+        return _ENOSPC
     _DATA[req["key"]] = int(_DATA.get(req["key"]) or 0) + int(req.get("by", 1))
     return {"value": _DATA[req["key"]]}
 

@@ -26,7 +26,10 @@ from .maintenance import NodeMaintenance
 from .priority import builtin_classes
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
+from .statefulsets import StatefulSetController
 from .traffic import Network, TrafficEngine
+from .volume_usage import VolumeUsage
+from .volumes import VolumeController, default_storage_class
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
 
@@ -48,12 +51,16 @@ class TwinCluster:
         self.endpoints = EndpointsController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
+        self.statefulsets = StatefulSetController(self.store, self.events)
+        self.volumes = VolumeController(self.store, self.events)
+        self.scheduler.volumes = self.volumes
         self.traffic = TrafficEngine(self.store, self.network, self.apps)
         self.kubelet = Kubelet(self.store, self.events, self.artifacts, self.scheduler, self.traffic,
                                lambda node: self.network.node_zone.get(node, ""))
         self.traffic.kubelet = self.kubelet
         self.scraper = TwinScraper(self.apps, self.store, self.kubelet, self.network, retention=self.retention)
         self.prometheus = self.scraper.db  # the series the monitoring namespace's Prometheus serves
+        self.volume_usage = VolumeUsage(self.store, self.kubelet, self.prometheus)
         # What kubectl exec and attach run in, and the debug pods of utility images.
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
@@ -87,6 +94,7 @@ class TwinCluster:
                 self.network.node_up[name] = True
                 self.network.node_zone[name] = zone
                 self.store.create(self._node(name, zone, i))
+            self.store.create(default_storage_class())
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now
@@ -141,7 +149,7 @@ class TwinCluster:
             for key in ("labels", "annotations"):
                 if key in md:
                     new["metadata"][key] = {**(current["metadata"].get(key) or {}), **md[key]}
-            if obj["kind"] == "Deployment" and "replicas" not in obj.get("spec", {}):
+            if obj["kind"] in ("Deployment", "StatefulSet") and "replicas" not in obj.get("spec", {}):
                 new["spec"]["replicas"] = current["spec"].get("replicas", 1)
             return self.store.replace(new, check_rv=False)
 
@@ -174,18 +182,23 @@ class TwinCluster:
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
             self.autoscaler.reconcile()  # on the measurements of the tick before, as metrics lag
             self.controllers.reconcile()
+            self.statefulsets.reconcile()
+            self.volumes.reconcile()
             self.scheduler.reconcile()
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
             self.disruption.reconcile()
             self._dt = dt
+            self.statefulsets.reconcile()  # … and the stateful sets (the next ordinal once one is ready)
+            self.volumes.reconcile()  # the new ordinal's claim gets its class at once, as admission gives it
             now = self.store.clock()
             if self.network.backends:  # a backend provisioned below its cold-cache load
                 backend_queue.tick(self.network, self.kubelet, self.traffic.samples, dt)
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
             traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
+            self.volume_usage.advance(now.timestamp(), dt, traffic)
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:
@@ -202,12 +215,15 @@ class TwinCluster:
             replicasets = self.controllers.react(obj)
             pending = [p for rs in replicasets for p in self.store.list("Pod", rs["metadata"]["namespace"])
                        if not p["spec"].get("nodeName") and pod_is_active(p) and is_owned_by(p, rs)]
+            pending += [p for p in self.statefulsets.react(obj)
+                        if not p["spec"].get("nodeName") and pod_is_active(p)]
+            self.volumes.reconcile()  # a no-op unless a claim, volume or class changed
             if obj.get("kind") == "Pod":
                 pod = self.store.get("Pod", obj["metadata"].get("namespace"), obj["metadata"]["name"])
                 if pod is not None and not pod["spec"].get("nodeName") and pod_is_active(pod):
                     pending.append(pod)
             if pending:
-                self.scheduler.schedule_all(pending)
+                self.scheduler.schedule_all(list({p["metadata"]["uid"]: p for p in pending}.values()))
             self.endpoints.reconcile()
 
     def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any, Optional
 
+from ..k8s.quantity import memory_bytes
 from ..k8s.selectors import match_selector_object
 from ..k8s.store import BY_KIND, ApiError
 from .autoscaler import default_hpa
@@ -27,8 +29,8 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 #: kinds whose ``status`` is only writable through the ``/status`` subresource
 STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service",
-                                "ReplicationController", "APIService",
-                                "HorizontalPodAutoscaler", "PodDisruptionBudget"})
+                                "ReplicationController", "APIService", "HorizontalPodAutoscaler",
+                                "PodDisruptionBudget", "StatefulSet", "PersistentVolumeClaim", "PersistentVolume"})
 
 
 # -- defaulting --------------------------------------------------------------------------------
@@ -211,6 +213,8 @@ def initial_status(obj: dict[str, Any]) -> None:
         obj["status"] = {"phase": "Active"}
     elif kind == "Service":
         obj["status"] = {"loadBalancer": {}}
+    elif kind in _INITIAL_STATUS:
+        obj["status"] = copy.deepcopy(_INITIAL_STATUS[kind])
 
 
 def qos_class(spec: dict[str, Any]) -> str:
@@ -477,6 +481,8 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
             errs.invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set")
     elif kind == "PriorityClass":
         validate_class(obj)
+    elif kind in _VALIDATORS:
+        _VALIDATORS[kind](errs, obj, old)
     errs.raise_for(kind, name)
 
 
@@ -493,3 +499,108 @@ def _validate_hpa(errs: _Errors, spec: dict[str, Any]) -> None:
         errs.invalid("spec.maxReplicas", hi, "must be greater than or equal to `minReplicas`")
     if isinstance(lo, int) and lo < 1:
         errs.invalid("spec.minReplicas", lo, "must be greater than or equal to 1")
+
+
+# -- stateful workloads and storage (twin/statefulsets.py, twin/volumes.py) -----------------------
+
+def _default_statefulset(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+    for tmpl in spec.get("volumeClaimTemplates") or []:
+        if isinstance(tmpl, dict):
+            tmpl.setdefault("apiVersion", "v1")
+            tmpl.setdefault("kind", "PersistentVolumeClaim")
+            _default_claim_spec(tmpl.setdefault("spec", {}))
+            tmpl.setdefault("status", {"phase": "Pending"})
+    _default_template(spec)
+
+
+def _default_claim_spec(spec: dict[str, Any]) -> None:
+    spec.setdefault("volumeMode", "Filesystem")
+
+
+def _default_pvc(obj: dict[str, Any]) -> None:
+    _default_claim_spec(obj.setdefault("spec", {}))
+
+
+def _default_pv(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+
+
+def _default_storage_class(obj: dict[str, Any]) -> None:
+    obj.setdefault("reclaimPolicy", "Delete")
+    obj.setdefault("volumeBindingMode", "Immediate")
+
+
+_DEFAULTERS.update({"StatefulSet": _default_statefulset, "PersistentVolumeClaim": _default_pvc,
+                    "PersistentVolume": _default_pv, "StorageClass": _default_storage_class})
+_INITIAL_STATUS: dict[str, dict[str, Any]] = {
+    "StatefulSet": {"replicas": 0, "availableReplicas": 0},
+    "PersistentVolumeClaim": {"phase": "Pending"},
+    "PersistentVolume": {"phase": "Pending"},
+}
+#: The fields of a StatefulSet's spec an update may change (the real validation's list).
+_STS_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+                "minReadySeconds")
+
+
+def _validate_statefulset(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, Any]]) -> None:
+    _validate_workload(errs, obj, old)
+    spec = obj.get("spec") or {}
+    if not spec.get("selector"):
+        errs.required("spec.selector")
+    policy = spec.get("podManagementPolicy")
+    if policy not in (None, "OrderedReady", "Parallel"):
+        errs.unsupported("spec.podManagementPolicy", policy, ["OrderedReady", "Parallel"])
+    if old is None:
+        return
+    before = old.get("spec") or {}
+    if any(spec.get(k) != before.get(k) for k in set(spec) | set(before) if k not in _STS_MUTABLE):
+        errs.forbidden("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                               "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and "
+                               "'minReadySeconds' are forbidden")
+
+
+def _claim_storage(obj: Optional[dict[str, Any]]) -> Any:
+    return ((((obj or {}).get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+
+
+def _validate_pvc(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, Any]]) -> None:
+    spec = obj.get("spec") or {}
+    if not spec.get("accessModes"):
+        errs.required("spec.accessModes")
+    if _claim_storage(obj) is None:
+        errs.required("spec.resources[storage]")
+    if old is None:
+        return
+    before = old.get("spec") or {}
+
+    def comparable(s: dict[str, Any]) -> dict[str, Any]:
+        # a claim's class may be set once (retroactively, by the default class); its size may grow
+        out = {k: v for k, v in s.items() if k not in ("resources", "volumeAttributesClassName")}
+        if before.get("storageClassName") is None:
+            out.pop("storageClassName", None)
+        if not before.get("volumeName"):
+            out.pop("volumeName", None)
+        return out
+
+    if comparable(spec) != comparable(before):
+        errs.forbidden("spec", "spec is immutable after creation except resources.requests and "
+                               "volumeAttributesClassName for bound claims")
+    new_size, old_size = _claim_storage(obj), _claim_storage(old)
+    if new_size is not None and old_size is not None and memory_bytes(str(new_size)) < memory_bytes(str(old_size)):
+        errs.forbidden("spec.resources.requests.storage", "field can not be less than status.capacity")
+
+
+_VALIDATORS: dict[str, Callable[[_Errors, dict[str, Any], Optional[dict[str, Any]]], None]] = {
+    "StatefulSet": _validate_statefulset, "PersistentVolumeClaim": _validate_pvc,
+}

@@ -33,8 +33,9 @@ SERVER_VERSION = {
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 
 _STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service", "ReplicationController",
-                 "APIService", "HorizontalPodAutoscaler", "PodDisruptionBudget")
-SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController")  # with a ``/scale`` subresource
+                 "APIService", "HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet",
+                 "PersistentVolumeClaim", "PersistentVolume")
+SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet")  # with a ``/scale`` subresource
 
 
 def _resource_entry(rt: ResourceType) -> dict[str, Any]:

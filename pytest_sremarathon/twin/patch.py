@@ -59,6 +59,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
              "status": {"conditions": _L("type"), "addresses": _L("type")}},
     "Namespace": {"metadata": _OBJECT_META, "status": _CONDITIONS},
     "Scale": {"metadata": _OBJECT_META},
+    "StatefulSet": _WORKLOAD,
 }
 _DEFAULT_SCHEMA: dict[str, Any] = {"metadata": _OBJECT_META}
 

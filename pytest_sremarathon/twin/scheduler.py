@@ -6,7 +6,7 @@ the real FailedScheduling message."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from ..k8s.objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
@@ -48,11 +48,26 @@ def _affinity_ok(pod: dict[str, Any], labels: dict[str, str]) -> bool:
     return any(selector_matches({"matchExpressions": t.get("matchExpressions") or []}, labels) for t in terms)
 
 
+class VolumeBinding(Protocol):
+    """The scheduler's volume binding plugin (twin/volumes.py)."""
+
+    def unschedulable(self, pod: dict[str, Any]) -> Optional[str]: ...
+
+    def fits(self, pod: dict[str, Any], node: dict[str, Any]) -> bool: ...
+
+    def scheduled(self, pod: dict[str, Any], node: str) -> None: ...
+
+
+def _claims(pod: dict[str, Any]) -> bool:
+    return any("persistentVolumeClaim" in v for v in pod["spec"].get("volumes") or [])
+
+
 class Scheduler:
     def __init__(self, store: Store, events: EventRecorder) -> None:
         self.store = store
         self.events = events
         self._ip_counters: Counter[str] = Counter()
+        self.volumes: Optional[VolumeBinding] = None  # set by the cluster; pods without claims skip it
 
     def reconcile(self) -> None:
         pending = [p for p in self.store.list("Pod") if not p["spec"].get("nodeName") and pod_is_active(p)]
@@ -76,13 +91,15 @@ class Scheduler:
             nodes = self.store.list("Node")
         if usage is None:
             usage = self._usage()
-        node, reasons = self._pick(pod, nodes, usage)
-        if node is None and priority_of(pod) > 0 and preempt(
+        claims = self.volumes is not None and _claims(pod)
+        blocked = self.volumes.unschedulable(pod) if self.volumes is not None and claims else None
+        node, reasons = (None, Counter({blocked: len(nodes)})) if blocked else self._pick(pod, nodes, usage)
+        if node is None and not blocked and priority_of(pod) > 0 and preempt(
                 self.store, self.events, pod, nodes, usage,
                 lambda n: self._unfit(pod, n) is None, pod_requests) is not None:
             node, reasons = self._pick(pod, nodes, usage)
         if node is None:
-            message = self._failure_message(len(nodes), reasons)
+            message = self._failure_message(len(nodes), reasons, bool(blocked))
             if set_condition(pod, "PodScheduled", "False", self.store.clock(), "Unschedulable", message):
                 self.store.touch(pod)
             self.events.record(pod, "Warning", "FailedScheduling", message, "default-scheduler")
@@ -91,6 +108,8 @@ class Scheduler:
         pod["spec"]["nodeName"] = name
         set_condition(pod, "PodScheduled", "True", self.store.clock())
         self.store.touch(pod)
+        if claims and self.volumes is not None:
+            self.volumes.scheduled(pod, name)
         cpu, mem = pod_requests(pod)
         u = usage.setdefault(name, [0, 0])
         u[0] += cpu
@@ -133,8 +152,7 @@ class Scheduler:
             return None, reasons
         return min(feasible, key=lambda n: self._score(pod, n, usage)), reasons
 
-    @staticmethod
-    def _unfit(pod: dict[str, Any], node: dict[str, Any]) -> Optional[str]:
+    def _unfit(self, pod: dict[str, Any], node: dict[str, Any]) -> Optional[str]:
         """Why the pod cannot go to the node whatever its free resources (None: it could)."""
         ready = condition(node, "Ready")
         untolerated = [t for t in node["spec"].get("taints") or []
@@ -148,6 +166,8 @@ class Scheduler:
             return "node(s) were not ready"
         if not _affinity_ok(pod, node["metadata"].get("labels") or {}):
             return "node(s) didn't match Pod's node affinity/selector"
+        if self.volumes is not None and _claims(pod) and not self.volumes.fits(pod, node):
+            return "node(s) had volume node affinity conflict"
         return None
 
     def _score(self, pod: dict[str, Any], node: dict[str, Any], usage: dict[str, list[int]]) -> tuple:
@@ -171,7 +191,11 @@ class Scheduler:
         return (node["metadata"].get("labels") or {}).get(key) if node else None
 
     @staticmethod
-    def _failure_message(total: int, reasons: Counter[str]) -> str:
+    def _failure_message(total: int, reasons: Counter[str], whole: bool = False) -> str:
+        """``whole``: the reason holds for the pod itself, not per node (an unbound claim)."""
+        if whole:
+            return (f"0/{total} nodes are available: {next(iter(reasons))}. preemption: 0/{total} nodes are "
+                    f"available: {total} Preemption is not helpful for scheduling.")
         parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: kv[0]))
         return (f"0/{total} nodes are available: {parts}. preemption: 0/{total} nodes are available: "
                 f"{total} Preemption is not helpful for scheduling.")

@@ -483,6 +483,73 @@ PRINTERS: dict[str, tuple[list[dict[str, Any]], Printer]] = {
 _DEFAULT = (_cols(("Name",), ("Age",)), _default)
 
 
+# -- stateful workloads and storage: the columns of the real printers (printers.go) ----------------
+
+def _statefulset(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    names, images = _containers(spec.get("template") or {})
+    return [md["name"], f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas') or 0)}",
+            since(md.get("creationTimestamp"), now), names, images]
+
+
+def _controller_revision(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md = obj["metadata"]
+    ref = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
+    owner = f"{ref['kind'].lower()}.{ref['apiVersion'].split('/')[0]}/{ref['name']}" if ref else "<none>"
+    return [md["name"], owner, int(obj.get("revision") or 0), since(md.get("creationTimestamp"), now)]
+
+
+def _access_modes(modes: Optional[list[str]]) -> str:
+    short = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
+    return ",".join(short.get(m, m) for m in modes or [])
+
+
+def _pvc(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    bound = status.get("phase") == "Bound"
+    capacity = (status.get("capacity") or {}).get("storage", "") if bound else ""
+    return [md["name"], status.get("phase", ""), spec.get("volumeName", ""), capacity,
+            _access_modes(status.get("accessModes")) if bound else "", spec.get("storageClassName") or "",
+            spec.get("volumeAttributesClassName") or "<unset>", since(md.get("creationTimestamp"), now),
+            spec.get("volumeMode", "Filesystem")]
+
+
+def _pv(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    ref = spec.get("claimRef") or {}
+    claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
+    return [md["name"], (spec.get("capacity") or {}).get("storage", ""), _access_modes(spec.get("accessModes")),
+            spec.get("persistentVolumeReclaimPolicy", ""), status.get("phase", ""), claim,
+            spec.get("storageClassName", ""), spec.get("volumeAttributesClassName") or "<unset>",
+            status.get("reason", ""), since(md.get("creationTimestamp"), now), spec.get("volumeMode", "Filesystem")]
+
+
+def _storage_class(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md = obj["metadata"]
+    name = md["name"]
+    if (md.get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true":
+        name += " (default)"
+    return [name, obj.get("provisioner", ""), obj.get("reclaimPolicy", "Delete"),
+            obj.get("volumeBindingMode", "Immediate"), bool(obj.get("allowVolumeExpansion")),
+            since(md.get("creationTimestamp"), now)]
+
+
+PRINTERS.update({
+    "StatefulSet": (_cols(("Name",), ("Ready",), ("Age",), ("Containers", "string", 1), ("Images", "string", 1)),
+                    _statefulset),
+    "ControllerRevision": (_cols(("Name",), ("Controller",), ("Revision", "integer"), ("Age",)),
+                           _controller_revision),
+    "PersistentVolumeClaim": (_cols(("Name",), ("Status",), ("Volume",), ("Capacity",), ("Access Modes",),
+                                    ("StorageClass",), ("VolumeAttributesClass",), ("Age",),
+                                    ("VolumeMode", "string", 1)), _pvc),
+    "PersistentVolume": (_cols(("Name",), ("Capacity",), ("Access Modes",), ("Reclaim Policy",), ("Status",),
+                               ("Claim",), ("StorageClass",), ("VolumeAttributesClass",), ("Reason",), ("Age",),
+                               ("VolumeMode", "string", 1)), _pv),
+    "StorageClass": (_cols(("Name",), ("Provisioner",), ("ReclaimPolicy",), ("VolumeBindingMode",),
+                           ("AllowVolumeExpansion", "boolean"), ("Age",)), _storage_class),
+})
+
+
 def column_definitions(kind: str) -> list[dict[str, Any]]:
     return PRINTERS.get(kind, _DEFAULT)[0]
 

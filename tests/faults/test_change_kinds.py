@@ -179,6 +179,20 @@ def _partial_errors(service: str, low: float, high: float) -> Callable[[TwinWorl
     return check
 
 
+def _pending_on_unbound_claim(service: str, claim: str) -> Callable[[TwinWorld, Evidence], bool]:
+    """The rolled pod waits for a claim that cannot bind; the old pods keep serving."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        pending = [p for p in w.pods(service) if not p["spec"].get("nodeName")
+                   and "pod has unbound immediate PersistentVolumeClaims"
+                   in ((condition(p, "PodScheduled") or {}).get("message") or "")]
+        pvc = w.store.get("PersistentVolumeClaim", w.ns, claim) or {}
+        failed = [ev for ev in w.store.list("Event", w.ns) if ev["reason"] == "ProvisioningFailed"
+                  and ev["involvedObject"]["name"] == claim and "not found" in ev["message"]]
+        ready = [p for p in w.pods(service) if pod_is_ready(p)]
+        return bool(pending) and pvc.get("status", {}).get("phase") == "Pending" and bool(failed) and bool(ready)
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -235,6 +249,9 @@ SHOP_EFFECTS: dict[str, Expect] = {
                                         why="add_item fails for the half of the shoppers in the rollout"),
     "payment-pin-release-image": Expect({(CRASH, "payment")}, check=_image_pull_stalled("payment"), max_ticks=40,
                                         why="the new pod cannot pull shop/payment:2.4.0; the rollout stalls"),
+    "recommendation-shared-model-cache": Expect(check=_pending_on_unbound_claim("recommendation",
+                                                                              "recommendation-model-cache"),
+                                                why="the claim's class does not exist: the rolled pod stays Pending"),
 }
 
 SHOP_CATALOGUE = load_catalogue(SHOP)
@@ -707,6 +724,37 @@ def test_image_tag_in_the_other_apps(app_id: tuple[str, str], tmp_path: Path) ->
     app, change_id = app_id
     world = _other_app_world(app, tmp_path)
     _effect_then_revert(world, change_id, _image_pull_stalled(_service(world.catalogue[change_id])))
+
+
+def test_claim_unbindable_deleting_the_pending_pod_or_scaling_is_no_repair(tmp_path: Path) -> None:
+    """The stuck pod's replacement waits on the same claim; more replicas add more waiting pods;
+    the claim's class cannot be changed in place."""
+    world = TwinWorld(tmp_path)
+    ev = _warm(world)
+    change = world.catalogue["recommendation-shared-model-cache"]
+    kind, fault = _inject(world, change)
+    expect = SHOP_EFFECTS[change.id]
+    _run_until_effects(world, kind, fault, ev, expect)
+    for p in world.pods("recommendation"):
+        if not p["spec"].get("nodeName"):
+            world.store.delete("Pod", world.ns, p["metadata"]["name"])
+    _hold(world, kind, fault, False, 4, "after deleting the pending pod")
+    assert expect.check is not None and expect.check(world, ev)
+    d = world.store.get("Deployment", world.ns, "recommendation")
+    d["spec"]["replicas"] = 4
+    world.store.touch(d, spec_changed=True)
+    _hold(world, kind, fault, False, 6, "after scaling up")
+    pending = [p for p in world.pods("recommendation") if not p["spec"].get("nodeName")]
+    assert len(pending) >= 2  # every new pod of the template waits on the claim
+    world.pipelines.revert("shop", fault.change or "", "agent")
+    _until_mitigated(world, kind, fault)
+
+
+def test_claim_unbindable_in_the_social_app(tmp_path: Path) -> None:
+    """The social app's claim of a missing class leaves the rolled media pod Pending; the revert repairs it."""
+    world = _other_app_world("social", tmp_path)
+    _effect_then_revert(world, "media-upload-scratch-volume",
+                        _pending_on_unbound_claim("media", "media-upload-scratch"))
 
 
 # -- config-percentage-rollout: turning the share down is no repair --------------------------------

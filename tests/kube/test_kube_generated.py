@@ -398,3 +398,30 @@ def test_kubeconfigs_with_client_certificates_and_their_errors(tmp_path: Path) -
         KubeApi.from_kubeconfig(path, context="other")
     with pytest.raises(KubeconfigError, match="not found"):
         KubeApi.from_kubeconfig(tmp_path / "missing")
+
+
+def test_every_kind_the_apps_and_their_changes_ship_has_a_path_on_a_real_cluster() -> None:
+    """The adapter applies whatever a deploy renders: every object of every app's manifests, and
+    of every curated change applied to them (one adds a PersistentVolumeClaim), must have its
+    REST path, or the real backend fails at that deploy."""
+    from pytest_sremarathon.faults.catalogue import load_catalogue
+    from pytest_sremarathon.kube.api import object_path
+    from pytest_sremarathon.pipeline.service import apply_edit
+
+    kinds: set[str] = set()
+    for root in sorted(p for p in APPS_DIR.iterdir() if (p / "manifests").is_dir()):
+        files = {f"manifests/{p.name}": p.read_text() for p in sorted((root / "manifests").glob("*.yaml"))}
+        variants = [files]
+        for change in load_catalogue(root) if (root / "changes").is_dir() else []:
+            edited = dict(files)
+            for e in change.edits:
+                if e.file in edited:
+                    edited[e.file] = apply_edit(edited[e.file], e.find, e.replace)
+            variants.append(edited)
+        for variant in variants:
+            for text in variant.values():
+                for doc in yaml.safe_load_all(text):
+                    if isinstance(doc, dict):
+                        object_path(doc)  # raises for a kind the adapter does not know
+                        kinds.add(doc["kind"])
+    assert "PersistentVolumeClaim" in kinds
