@@ -148,8 +148,15 @@ def _rss(pid: int) -> int:
 
 def dir_size(path: Path, stop_at: Optional[int] = None) -> int:
     """Bytes the files under ``path`` take (allocated blocks; hard links once), stopping early
-    once past ``stop_at``."""
-    total, seen = 0, set()
+    once past ``stop_at``.
+
+    The watchdog walks the workspace (the app checkouts and their git objects: ~2000 entries)
+    twice a step, so the walk keeps to what it needs: no stat for a directory (its type comes
+    with the entry), and only files with more than one link are remembered (a file with one
+    link has one path in the tree)."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    blocks = hasattr(os.stat_result, "st_blocks")
     stack = [str(path)]
     while stack:
         try:
@@ -159,16 +166,18 @@ def dir_size(path: Path, stop_at: Optional[int] = None) -> int:
         with entries:
             for e in entries:
                 try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                        continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(e.path)
-                    continue
-                if (st.st_dev, st.st_ino) in seen:
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-                total += max(st.st_blocks * 512, 0) if hasattr(st, "st_blocks") else st.st_size
+                if st.st_nlink > 1:
+                    key = (st.st_dev, st.st_ino)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                total += max(st.st_blocks * 512, 0) if blocks else st.st_size
                 if stop_at is not None and total > stop_at:
                     return total
     return total
