@@ -384,8 +384,13 @@ class _Process:
             except (OSError, ValueError):
                 pass
 
-    def send(self, msg: dict[str, Any]) -> None:
-        self._outbox.put(json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    def send(self, msg: dict[str, Any], encoded: Optional[dict[str, str]] = None) -> None:
+        """Queue one protocol line: ``msg``, then the members of ``encoded`` (name -> its value's
+        JSON text, e.g. pydantic's ``model_dump_json``) appended to the object."""
+        text = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+        if encoded:
+            text = text[:-1] + "".join(f",{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in encoded.items()) + "}"
+        self._outbox.put(text.encode() + b"\n")
 
     def recv(self, deadline: float) -> Any:
         """The next stdout line, :data:`_EOF`, :data:`_OVERSIZE`, or ``None`` at the deadline.
@@ -593,7 +598,9 @@ class AgentHost:
         proc = self._proc
         assert proc is not None
         proc.watchdog.begin_step()  # closely while the step runs, lightly between steps
-        out = self._exchange({"op": "step", "obs": wire.model_dump(mode="json")}, self.step_budget, "step")
+        # (the observation's JSON from pydantic directly: the cumulative alert history grows to
+        # hundreds of alerts, and a dict dump then json.dumps of it took twice as long)
+        out = self._exchange({"op": "step"}, self.step_budget, "step", encoded={"obs": wire.model_dump_json()})
         crossed = proc.watchdog.end_step()
         if out.ok and crossed is not None:  # it filled the workspace and returned before a poll saw it
             self._log.note(f"{crossed} during step; the agent process is restarted")
@@ -720,14 +727,15 @@ class AgentHost:
             self._log.note(self.disabled)
         return out
 
-    def _exchange(self, msg: dict[str, Any], budget: float, phase: str) -> StepOutcome:
+    def _exchange(self, msg: dict[str, Any], budget: float, phase: str,
+                  encoded: Optional[dict[str, str]] = None) -> StepOutcome:
         proc = self._proc
         assert proc is not None
         for stale in proc.drain():
             self._log.note(f"discarded an unsolicited protocol line: {stale[:200]!r}")
         msg["id"] = rid = self._new_id()
         deadline = time.monotonic() + budget
-        proc.send(msg)
+        proc.send(msg, encoded)
         while True:
             item = proc.recv(deadline + self.simulating())
             if item is None and time.monotonic() < deadline + self.simulating():
