@@ -15,6 +15,7 @@ from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_read
 from ..k8s.store import Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
+from .admission_quota import QuotaController
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
@@ -41,6 +42,7 @@ class TwinCluster:
         self.events = EventRecorder(self.store)
         self.controllers = Controllers(self.store, self.events)
         self.endpoints = EndpointsController(self.store)
+        self.quotas = QuotaController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
         self.traffic = TrafficEngine(self.store, self.network, self.apps)
@@ -160,6 +162,7 @@ class TwinCluster:
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
+            self.quotas.reconcile()
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
@@ -187,6 +190,7 @@ class TwinCluster:
             if pending:
                 self.scheduler.schedule_all(pending)
             self.endpoints.reconcile()
+            self.quotas.reconcile()
 
     def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:
         """The per-service numbers the alert rules and the agent's telemetry endpoint read: the

@@ -24,8 +24,10 @@ from ..k8s.objects import (
     set_condition,
     template_hash,
 )
-from ..k8s.store import Store, iso
+from ..k8s.store import ApiError, Store, iso
+from .admission_quota import admit
 from .defaults import default_pod_spec, qos_class
+from .endpointslices import EndpointSliceController
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -332,6 +334,14 @@ class Controllers:
         else:
             set_condition(d, "Available", "False", now, "MinimumReplicasUnavailable",
                           "Deployment does not have minimum availability.", with_update_time=True)
+        # A ReplicaSet's FailedCreate (quota, LimitRange) shows on its Deployment, as the real
+        # controller copies it; it goes when the creates succeed again.
+        failed = next((c for rs in rss if (c := condition(rs, "ReplicaFailure")) is not None), None)
+        if failed is not None:
+            set_condition(d, "ReplicaFailure", "True", now, "FailedCreate", failed.get("message", ""),
+                          with_update_time=True)
+        elif condition(d, "ReplicaFailure") is not None:
+            status["conditions"] = [c for c in status["conditions"] if c["type"] != "ReplicaFailure"]
         name = new_rs["metadata"]["name"] if new_rs else d["metadata"]["name"]
         complete = new_rs is not None and updated == desired and available >= desired and total == desired
         progress = before.get("updatedReplicas") != status.get("updatedReplicas") or \
@@ -371,9 +381,14 @@ class Controllers:
             owned = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs)]
         pods = [p for p in owned if pod_is_active(p)]
         want = int(rs["spec"].get("replicas", 0))
+        failure: str | None = None  # an admission refusal (quota, LimitRange) stops this pass's creates
         if len(pods) < want:
             for _ in range(want - len(pods)):
-                pods.append(self._create_pod(rs))
+                created = self._create_pod(rs)
+                if isinstance(created, str):
+                    failure = created
+                    break
+                pods.append(created)
         elif len(pods) > want:
             # The real controller's order: unscheduled, then not ready, then newest first.
             pods.sort(key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p),
@@ -390,11 +405,17 @@ class Controllers:
         for k in ("readyReplicas", "availableReplicas", "fullyLabeledReplicas"):
             if status[k] == 0:
                 status.pop(k)
+        if failure is not None:
+            kept = condition(rs, "ReplicaFailure")
+            status["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                     "message": failure, "lastTransitionTime": (kept or {}).get(
+                                         "lastTransitionTime") or iso(self.store.clock())}]
         if rs.get("status") != status:
             rs["status"] = status
             self.store.touch(rs)
 
-    def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any]:
+    def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any] | str:
+        """The new pod, or the admission plugins' refusal (recorded as ``FailedCreate``)."""
         template = rs["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"generateName": rs["metadata"]["name"] + "-", "namespace": rs["metadata"]["namespace"],
@@ -408,6 +429,15 @@ class Controllers:
         spec.setdefault("tolerations", [
             {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS},
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
+        if self.store.list("ResourceQuota", pod["metadata"]["namespace"]) or \
+                self.store.list("LimitRange", pod["metadata"]["namespace"]):
+            pod["metadata"]["name"] = self.store.generate_name(pod["metadata"]["generateName"])
+            try:
+                admit(self.store, pod)
+            except ApiError as refused:
+                message = f"Error creating: {refused.message}"
+                self.events.record(rs, "Warning", "FailedCreate", message, _component(rs))
+                return message
         pod = self.store.create(pod)
         self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
                            _component(rs))
@@ -449,12 +479,13 @@ class EndpointsController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
+        self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
 
     def reconcile(self) -> None:
-        if self.store.kind_version("Pod", "Service", "Endpoints") == self._synced:
-            return  # a pass computes Endpoints from these alone: nothing to do
-        self._sync()
-        self._synced = self.store.kind_version("Pod", "Service", "Endpoints")
+        if self.store.kind_version("Pod", "Service", "Endpoints") != self._synced:
+            self._sync()  # a pass computes Endpoints from these alone: skipped when none moved
+            self._synced = self.store.kind_version("Pod", "Service", "Endpoints")
+        self.slices.reconcile()
 
     def _sync(self) -> None:
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods

@@ -23,6 +23,9 @@ from typing import Any
 
 from ..k8s.store import ApiError
 from ._proto_schema import MESSAGES
+from ._proto_schema_net import MESSAGES as _NET_MESSAGES
+
+MESSAGES = {**MESSAGES, **_NET_MESSAGES}  # the hand-transcribed tables beside the generated ones
 
 MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
