@@ -166,3 +166,74 @@ spec:
     net = k8s.NetworkingV1Api(_client(sim))
     assert net.read_namespaced_network_policy("only-frontend", "shop").spec.pod_selector.match_labels == {"app": "cart"}
     assert [i.metadata.name for i in net.list_ingress_for_all_namespaces().items] == ["storefront"]
+
+
+# -- NetworkPolicy enforcement -----------------------------------------------------------------------
+
+CART_FROM_FRONTEND_ONLY = {
+    "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+    "metadata": {"name": "cart-callers", "namespace": "shop"},
+    "spec": {"podSelector": {"matchLabels": {"app": "cart"}}, "policyTypes": ["Ingress"],
+             "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "frontend"}}},
+                                   {"podSelector": {"matchLabels": {"access": "cart"}}}],
+                          "ports": [{"port": "http"}]}]}}
+
+
+def _debug_pod(kc: Any, name: str, namespace: str, labels: str = "") -> None:
+    kc("run", name, "-n", namespace, "--image=nicolaka/netshoot", *(["--labels", labels] if labels else []),
+       "--", "sleep", "infinity")
+
+
+def test_a_networkpolicy_drops_the_callers_it_does_not_allow(sim: Any, tmp_path: Path) -> None:
+    kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+    _debug_pod(kc, "allowed", "shop", "access=cart")
+    _debug_pod(kc, "stranger", "shop")
+    sim.run(30)
+    url = "http://cart.shop:8080/healthz"
+    assert kc("exec", "-n", "shop", "stranger", "--", "curl", "-s", "-m", "2", url) == "ok"
+    k8s.NetworkingV1Api(_client(sim)).create_namespaced_network_policy("shop", CART_FROM_FRONTEND_ONLY)
+    # an exec'd client in a pod the policy does not allow: dropped, so a connect timeout (curl 28), not a refusal
+    denied = kc.run("exec", "-n", "shop", "stranger", "--", "curl", "-s", "-m", "2", url, check=False)
+    assert denied.returncode == 28
+    assert kc("exec", "-n", "shop", "allowed", "--", "curl", "-s", "-m", "2", url) == "ok"
+    # checkout, a legitimate caller of cart, now times out calling it: its errors say so
+    sim.run(120)
+    logs = kc("logs", "-n", "shop", "-l", "app=checkout", "--tail", "200")
+    assert "cart: HTTP 504: deadline exceeded" in logs
+    assert _errors(sim, "checkout") > 0.5 and _errors(sim, "frontend") > 0
+    assert _errors(sim, "cart") == 0.0  # cart itself never saw the dropped calls
+    # the policy removed, checkout reaches cart again
+    kc("delete", "netpol", "cart-callers", "-n", "shop")
+    sim.run(60)
+    checkout = [k for k in sim.cluster.traffic.samples if k[:2] == ("shop", "checkout")]
+    assert checkout and all(k[4] == "200" for k in checkout)  # this tick's calls all succeed
+
+
+def test_namespace_selectors_and_default_deny(sim: Any, tmp_path: Path) -> None:
+    kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+    _debug_pod(kc, "outsider", "hotel")
+    _debug_pod(kc, "watcher", "default")
+    sim.run(30)
+    net = k8s.NetworkingV1Api(_client(sim))
+    net.create_namespaced_network_policy("shop", {"metadata": {"name": "default-deny"}, "spec": {
+        "podSelector": {}, "policyTypes": ["Ingress"]}})
+    net.create_namespaced_network_policy("shop", {"metadata": {"name": "from-ops"}, "spec": {
+        "podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring", "default"]}]}}]}]}})
+    url = "http://productcatalog.shop:8080/healthz"
+    assert kc("exec", "watcher", "--", "curl", "-s", "-m", "2", url) == "ok"
+    assert kc.run("exec", "-n", "hotel", "outsider", "--", "curl", "-s", "-m", "2", url, check=False).returncode == 28
+    # the load balancer's traffic is dropped at the storefront too: every request fails
+    sim.run(60)
+    assert not any(k[:2] == ("shop", "frontend") for k in sim.cluster.traffic.samples)  # no pod reached
+    net.create_namespaced_network_policy("shop", {"metadata": {"name": "public-storefront"}, "spec": {
+        "podSelector": {"matchLabels": {"app": "frontend"}}, "ingress": [{"from": [{"ipBlock": {
+            "cidr": "0.0.0.0/0"}}]}]}})
+    sim.run(30)
+    assert any(k[:2] == ("shop", "frontend") for k in sim.cluster.traffic.samples)
+
+
+def _errors(sim: Any, service: str) -> float:
+    """The service's error ratio over the last two ticks (the callers' view of its calls)."""
+    window = sim.cluster.metrics.window("shop", service, "error_ratio", 2)
+    return sum(window) / len(window) if window else 0.0
