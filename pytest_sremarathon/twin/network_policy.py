@@ -19,6 +19,29 @@ class PolicyNetwork(PolicyEvaluator):
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self._ports: dict[tuple[str, str], tuple[str, str, int]] = {}  # service -> (its rv, port name, number)
+        # The per-call answer, by (caller pod uid, "" for the load balancer; target pod uid;
+        # Service): valid while no policy, namespace, Service or pod label changed (prepare()).
+        self._pairs: dict[tuple[str, str, str], bool] = {}
+        self._uid_peers: dict[str, Peer] = {}
+        self._inputs: tuple[int, ...] = ()
+
+    def prepare(self, containers: dict[str, Container]) -> None:
+        """Once a tick, before traffic: note every container's pod as policies see it, and
+        forget the per-call answers only if something they depend on changed."""
+        self.refresh()
+        if not self.active:
+            return
+        inputs = self.store.kind_version("NetworkPolicy", "Namespace", "Service")
+        stale = inputs != self._inputs
+        peers: dict[str, Peer] = {}
+        for uid, c in containers.items():
+            peer = self.peer(c.namespace, c.pod_name)
+            if peer is not None:
+                peers[uid] = peer
+                stale = stale or self._uid_peers.get(uid, peer) != peer
+        if stale or len(self._pairs) > 65536:
+            self._pairs.clear()
+        self._uid_peers, self._inputs = peers, inputs
 
     def _service_port(self, namespace: str, service: str, target: Container) -> tuple[str, int]:
         """The Service's (first) target port on its pods, as a (name, number) pair."""
@@ -41,13 +64,20 @@ class PolicyNetwork(PolicyEvaluator):
     def call_allowed(self, caller: Optional[Container], external: bool, target: Container, service: str) -> bool:
         """The traffic engine's check: may ``caller`` (or, ``external``, the load balancer)
         reach ``target`` through ``service``? An unknown caller (a probe's or hook's call) may."""
+        key = ("" if external else caller.pod_uid if caller is not None else "?", target.pod_uid, service)
+        answer = self._pairs.get(key)
+        if answer is None:
+            answer = self._pairs[key] = self._call_allowed(caller, external, target, service)
+        return answer
+
+    def _call_allowed(self, caller: Optional[Container], external: bool, target: Container, service: str) -> bool:
         if external:
             src: Optional[Peer] = EXTERNAL
         elif caller is None:
             return True
         else:
-            src = self.peer(caller.namespace, caller.pod_name)
-        dst = self.peer(target.namespace, target.pod_name)
+            src = self._uid_peers.get(caller.pod_uid) or self.peer(caller.namespace, caller.pod_name)
+        dst = self._uid_peers.get(target.pod_uid) or self.peer(target.namespace, target.pod_name)
         if src is None or dst is None:
             return True
         name, number = self._service_port(target.namespace, service, target)

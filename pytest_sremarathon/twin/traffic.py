@@ -138,7 +138,7 @@ class TrafficEngine:
         self._rng = rng
         self._endpoints.clear()
         self._tracebacks.clear()
-        self.policies.refresh()
+        self.policies.prepare(self.kubelet.containers)
         by_uid = self.kubelet.containers
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]

@@ -57,23 +57,25 @@ def test_endpointslices_follow_endpoints_in_the_same_moment(sim: Any, tmp_path: 
 
 def test_quota_refuses_pods_over_hard_and_describe_shows_used(sim: Any, tmp_path: Path) -> None:
     kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
-    kc("create", "quota", "compute", "-n", "shop", "--hard=pods=40,requests.cpu=2,limits.memory=8Gi")
-    sim.run(30)
-    row = kc("get", "quota", "-n", "shop").splitlines()
+    row = kc("get", "quota", "-n", "shop").splitlines()  # the shop's own quota (manifests/quota.yaml)
     assert row[0].split() == ["NAME", "AGE", "REQUEST", "LIMIT"]
     used_pods = len([p for p in sim.store.list("Pod", "shop") if p["status"].get("phase") not in ("Succeeded",
                                                                                                   "Failed")])
-    assert f"pods: {used_pods}/40" in row[1] and "limits.memory: " in row[1]
+    assert row[1].split()[0] == "compute" and f"pods: {used_pods}/60" in row[1] and "limits.memory: " in row[1]
     described = kc("describe", "quota", "compute", "-n", "shop")
     assert "Resource" in described and "Used" in described and "Hard" in described
-    assert any(line.split()[:1] == ["requests.cpu"] and line.split()[-1] == "2" for line in described.splitlines())
+    assert any(line.split()[:1] == ["requests.cpu"] and line.split()[-1] == "5" for line in described.splitlines())
     # a pod asking for more CPU than is left is refused as the real server refuses it
     out = kc.run("run", "big", "-n", "shop", "--image=busybox", "--overrides", json.dumps({"spec": {"containers": [
-        {"name": "big", "image": "busybox", "resources": {"requests": {"cpu": "3"}, "limits": {"memory": "64Mi"}}}]}}),
+        {"name": "big", "image": "busybox", "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}}]}}),
         check=False)
     assert out.returncode != 0
     assert 'Error from server (Forbidden): pods "big" is forbidden: exceeded quota: compute, requested: ' \
-           'requests.cpu=3, used: requests.cpu=' in out.stderr and "limited: requests.cpu=2" in out.stderr
+           'requests.cpu=3, used: requests.cpu=' in out.stderr and "limited: requests.cpu=5" in out.stderr
+    # kubectl create quota (sent as protobuf) adds one
+    kc("create", "quota", "objects", "-n", "shop", "--hard=count/configmaps=100")
+    sim.run(30)
+    assert "count/configmaps: " in kc("get", "quota", "objects", "-n", "shop")
 
 
 def test_a_rollout_over_quota_records_failed_create_and_replica_failure(sim: Any, tmp_path: Path) -> None:
@@ -99,27 +101,27 @@ def test_a_rollout_over_quota_records_failed_create_and_replica_failure(sim: Any
 
 def test_limitrange_defaults_and_rejects_with_the_real_messages(sim: Any, tmp_path: Path) -> None:
     core = k8s.CoreV1Api(_client(sim))
-    core.create_namespaced_limit_range("shop", {"metadata": {"name": "bounds"}, "spec": {"limits": [
+    core.create_namespaced_limit_range("default", {"metadata": {"name": "bounds"}, "spec": {"limits": [
         {"type": "Container", "max": {"cpu": "1", "memory": "512Mi"}, "min": {"cpu": "10m"},
          "defaultRequest": {"cpu": "50m", "memory": "32Mi"}}]}})
     kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
     assert kc("get", "limits", "-n", "shop").splitlines()[0].split() == ["NAME", "CREATED", "AT"]
-    pod = core.create_namespaced_pod("shop", {"metadata": {"name": "plain"}, "spec": {"containers": [
+    pod = core.create_namespaced_pod("default", {"metadata": {"name": "plain"}, "spec": {"containers": [
         {"name": "c", "image": "busybox"}]}})
     res = pod.spec.containers[0].resources
     assert res.requests == {"cpu": "50m", "memory": "32Mi"} and res.limits == {"cpu": "1", "memory": "512Mi"}
     with pytest.raises(k8s.ApiException) as err:
-        core.create_namespaced_pod("shop", {"metadata": {"name": "huge"}, "spec": {"containers": [
+        core.create_namespaced_pod("default", {"metadata": {"name": "huge"}, "spec": {"containers": [
             {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "2"}}}]}})
     assert err.value.status == 403
     assert json.loads(err.value.body)["message"] == \
         'pods "huge" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
-    # the datastore's pods restart into the range: a rollout whose pods break it cannot create them
-    kc("set", "resources", "deployment/currency", "-n", "shop", "--limits=cpu=1500m")
+    # the shop's own LimitRange: a rollout whose pods break it cannot create them
+    kc("set", "resources", "deployment/currency", "-n", "shop", "--limits=cpu=5")
     sim.run(30)
     d = k8s.AppsV1Api(_client(sim)).read_namespaced_deployment("currency", "shop")
     failure = next(c for c in d.status.conditions if c.type == "ReplicaFailure")
-    assert "maximum cpu usage per Container is 1, but limit is 1500m" in failure.message
+    assert "maximum cpu usage per Container is 4, but limit is 5" in failure.message
 
 
 def test_networkpolicy_ingress_and_ingressclass_are_served(sim: Any, tmp_path: Path) -> None:
@@ -153,7 +155,7 @@ spec:
       - {path: /, pathType: Prefix, backend: {service: {name: frontend, port: {number: 8080}}}}
 """)
     kc("apply", "-f", str(manifest))
-    netpol = kc("get", "netpol", "-n", "shop").splitlines()
+    netpol = kc("get", "netpol", "only-frontend", "-n", "shop").splitlines()
     assert netpol[0].split() == ["NAME", "POD-SELECTOR", "AGE"] and netpol[1].split()[:2] == ["only-frontend", "app=cart"]
     ing = kc("get", "ing", "-n", "shop").splitlines()
     assert ing[0].split() == ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
@@ -186,6 +188,7 @@ def _debug_pod(kc: Any, name: str, namespace: str, labels: str = "") -> None:
 
 def test_a_networkpolicy_drops_the_callers_it_does_not_allow(sim: Any, tmp_path: Path) -> None:
     kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+    kc("delete", "netpol", "--all", "-n", "shop")  # the shop's own policies (manifests/network-policies.yaml)
     _debug_pod(kc, "allowed", "shop", "access=cart")
     _debug_pod(kc, "stranger", "shop")
     sim.run(30)
@@ -211,6 +214,7 @@ def test_a_networkpolicy_drops_the_callers_it_does_not_allow(sim: Any, tmp_path:
 
 def test_namespace_selectors_and_default_deny(sim: Any, tmp_path: Path) -> None:
     kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+    kc("delete", "netpol", "--all", "-n", "shop")
     _debug_pod(kc, "outsider", "hotel")
     _debug_pod(kc, "watcher", "default")
     sim.run(30)
