@@ -31,7 +31,8 @@ MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
 #: API groups whose protobuf package is named differently (``k8s.io.api.rbac.v1``)
-_GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "authorization": "authorization.k8s.io"}
+_GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "authorization": "authorization.k8s.io",
+           "networking": "networking.k8s.io"}
 #: (apiVersion, kind) -> message name, for the kinds clients may send
 KINDS: dict[tuple[str, str], str] = {}
 for _name in MESSAGES:

@@ -168,6 +168,15 @@ spec:
     net = k8s.NetworkingV1Api(_client(sim))
     assert net.read_namespaced_network_policy("only-frontend", "shop").spec.pod_selector.match_labels == {"app": "cart"}
     assert [i.metadata.name for i in net.list_ingress_for_all_namespaces().items] == ["storefront"]
+    # kubectl's generators send these as protobuf
+    kc("create", "ingress", "api", "-n", "shop", "--class=nginx", "--rule=api.example.com/v1*=frontend:8080,tls=api-tls")
+    ing = net.read_namespaced_ingress("api", "shop")
+    rule = ing.spec.rules[0]
+    assert (rule.host, rule.http.paths[0].path, rule.http.paths[0].path_type) == ("api.example.com", "/v1", "Prefix")
+    assert rule.http.paths[0].backend.service.port.number == 8080 and ing.spec.tls[0].secret_name == "api-tls"
+    assert kc("get", "ing", "api", "-n", "shop").splitlines()[1].split()[3:5] == ["80,", "443"]  # no ADDRESS yet
+    described = kc("describe", "netpol", "only-frontend", "-n", "shop")
+    assert "PodSelector:     app=cart" in described and "Allowing ingress traffic:" in described
 
 
 # -- NetworkPolicy enforcement -----------------------------------------------------------------------
