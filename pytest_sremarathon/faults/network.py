@@ -139,11 +139,15 @@ class QuotaBlocksRollout(_ManifestObjectFault):
         "without ReplicaFailure, and the namespace's quotas are still there, no larger than before"
     )
 
+    def __init__(self) -> None:
+        # fault id -> the namespace's quotas' hard limits at injection (not in fault.params:
+        # those are the schedule's commitment, fixed before the run)
+        self._quotas: dict[str, dict[str, dict[str, Any]]] = {}
+
     def inject(self, world: World, fault: Fault) -> None:
-        quotas = {q["metadata"]["name"]: dict((q.get("spec") or {}).get("hard") or {})
-                  for q in world.cluster.store.list("ResourceQuota", fault.app)}
+        self._quotas[fault.id] = {q["metadata"]["name"]: dict((q.get("spec") or {}).get("hard") or {})
+                                  for q in world.cluster.store.list("ResourceQuota", fault.app)}
         super().inject(world, fault)
-        fault.params.setdefault("quota", quotas)
         fault.impact = {(fault.app, self.tag(world, fault).service)}
 
     def live(self, world: World, fault: Fault) -> bool:
@@ -160,7 +164,7 @@ class QuotaBlocksRollout(_ManifestObjectFault):
             return cpu_millicores(q) if resource.endswith("cpu") else \
                 memory_bytes(q) if resource.endswith("memory") else float(str(q))
 
-        for name, hard in (fault.params.get("quota") or {}).items():
+        for name, hard in self._quotas.get(fault.id, {}).items():
             q = world.cluster.store.get("ResourceQuota", fault.app, name)
             if q is None:
                 return False
