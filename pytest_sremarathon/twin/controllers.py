@@ -75,6 +75,11 @@ class Controllers:
         self.store = store
         self.events = events
         self._hashes: dict[tuple[str, int], str] = {}  # (uid, generation) -> pod-template-hash
+        # uid -> (replicas, refusal, retry after, delay s): a ReplicaSet whose create admission
+        # refused waits before trying again, doubling up to 5 minutes, as the real controller's
+        # rate-limited queue does (not a new refused pod and Event every tick); a new replica
+        # count retries at once.
+        self._refused: dict[str, tuple[int, str, datetime, float]] = {}
         # uid -> the resourceVersions of an object and what it controls, seen by a pass that
         # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
         self._idle: dict[str, tuple[str, ...]] = {}
@@ -109,7 +114,10 @@ class Controllers:
         pods = self._by_controller("Pod")
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             owned = pods.get(rs["metadata"]["uid"], [])
-            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
+            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned),  # noqa: B023
+                              rs["metadata"]["uid"] not in self._refused)  # a refused one retries on time
+        for _, _, retry_at, _ in self._refused.values():
+            quiet_until = min(quiet_until, retry_at)
         self.collect_garbage()
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
@@ -382,13 +390,24 @@ class Controllers:
         pods = [p for p in owned if pod_is_active(p)]
         want = int(rs["spec"].get("replicas", 0))
         failure: str | None = None  # an admission refusal (quota, LimitRange) stops this pass's creates
-        if len(pods) < want:
+        uid, now = rs["metadata"]["uid"], self.store.clock()
+        refused = self._refused.get(uid)
+        if refused is not None and (refused[0] != want or len(pods) >= want):
+            del self._refused[uid]  # a new count, or enough pods: no backing off
+            refused = None
+        if len(pods) < want and refused is not None and now < refused[2]:
+            failure = refused[1]  # backing off: the refusal stands
+        elif len(pods) < want:
             for _ in range(want - len(pods)):
                 created = self._create_pod(rs)
                 if isinstance(created, str):
                     failure = created
+                    delay = min(300.0, refused[3] * 2) if refused is not None else 30.0
+                    self._refused[uid] = (want, created, now + timedelta(seconds=delay), delay)
                     break
                 pods.append(created)
+            else:
+                self._refused.pop(uid, None)
         elif len(pods) > want:
             # The real controller's order: unscheduled, then not ready, then newest first.
             pods.sort(key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p),
