@@ -3,7 +3,7 @@ that drops a legitimate caller, a request the ResourceQuota has no room for, a L
 refuses a service's pods.
 
 Each arrives as a curated change through the app's pipeline (the manifests'
-``network-policies.yaml`` or ``quota.yaml``) and is repaired by reverting it. The judges read
+``network-policies/<service>.yaml`` or ``quota.yaml``) and is repaired by reverting it. The judges read
 the live objects and pods, and also demand that the control is still there: deleting every
 NetworkPolicy, the quota or the LimitRange makes the symptoms go, but removes a security or
 capacity control the namespace is meant to have — the documented repair restores the reviewed
@@ -38,7 +38,7 @@ def _service_port(world: World, ns: str, service: str, pod: dict[str, Any]) -> t
 
 
 class _ManifestObjectFault(ChangeFault):
-    """The faulty value lives in one object of ``quota.yaml`` or ``network-policies.yaml``
+    """The faulty value lives in one object of ``quota.yaml`` or ``network-policies/<service>.yaml``
     (``object`` its kind, ``key`` its name, ``field`` and ``value`` the bad value): in the
     head when the change's replaced text is in the file."""
 
