@@ -79,6 +79,14 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", True, ("pvc",)),
     ResourceType("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", False, ("pv",)),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", False, ("sc",)),
+    # Network and admission kinds (issue 18): twin/network_policy.py, twin/endpointslices.py,
+    # twin/admission_quota.py give them their behaviour; Ingress/IngressClass are stored only.
+    ResourceType("networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", True, ("netpol",)),
+    ResourceType("discovery.k8s.io", "v1", "endpointslices", "endpointslice", "EndpointSlice", True),
+    ResourceType("", "v1", "resourcequotas", "resourcequota", "ResourceQuota", True, ("quota",)),
+    ResourceType("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",)),
+    ResourceType("networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", True, ("ing",)),
+    ResourceType("networking.k8s.io", "v1", "ingressclasses", "ingressclass", "IngressClass", False),
 )
 #: The review kinds: answered on create, never stored.
 REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
@@ -380,6 +388,12 @@ class Store:
             s += alphabet[x % 27]
             x //= 27
         return s
+
+    def generate_name(self, prefix: str) -> str:
+        """The name :meth:`create` would give a ``generateName`` of ``prefix``: admission that
+        names the object in its refusal (a quota's ``pods "x" is forbidden``) draws it first."""
+        with self.lock:
+            return prefix + self._suffix()
 
     def snapshot(self, obj: dict[str, Any]) -> dict[str, Any]:
         return copy.deepcopy(obj)

@@ -17,7 +17,7 @@ from ..k8s.selectors import selector_string
 from ..k8s.store import RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission
-from . import defaults, disruption, priority
+from . import admission_quota, defaults, disruption, priority
 from . import patch as patching
 from .api_common import (
     JSON,
@@ -190,6 +190,7 @@ class ObjectWrites:
             defaults.apply_defaults(obj)
             defaults.initial_status(obj)
             defaults.validate(obj)
+            admission_quota.admit(self.store, obj)  # LimitRange defaults, then quota: 403 when over
             if rt.kind == "Service":
                 self._allocate_service(obj)
             if rt.kind == "Pod":

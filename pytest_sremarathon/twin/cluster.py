@@ -16,6 +16,7 @@ from ..k8s.store import BY_KIND, Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
 from . import backend_queue
+from .admission_quota import QuotaController
 from .autoscaler import HorizontalPodAutoscalerController
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
@@ -49,6 +50,7 @@ class TwinCluster:
         self.events = EventRecorder(self.store)
         self.controllers = Controllers(self.store, self.events)
         self.endpoints = EndpointsController(self.store)
+        self.quotas = QuotaController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
         self.statefulsets = StatefulSetController(self.store, self.events)
@@ -192,6 +194,7 @@ class TwinCluster:
             self._dt = dt
             self.statefulsets.reconcile()  # … and the stateful sets (the next ordinal once one is ready)
             self.volumes.reconcile()  # the new ordinal's claim gets its class at once, as admission gives it
+            self.quotas.reconcile()
             now = self.store.clock()
             if self.network.backends:  # a backend provisioned below its cold-cache load
                 backend_queue.tick(self.network, self.kubelet, self.traffic.samples, dt)
@@ -225,6 +228,7 @@ class TwinCluster:
             if pending:
                 self.scheduler.schedule_all(list({p["metadata"]["uid"]: p for p in pending}.values()))
             self.endpoints.reconcile()
+            self.quotas.reconcile()
 
     def _record_metrics(self, now: datetime, dt: float, traffic: dict[tuple[str, str], Any]) -> None:
         """The per-service numbers the alert rules and the agent's telemetry endpoint read: the

@@ -930,6 +930,8 @@ class Runtime:
                 raise NetworkError("timeout", f"node {c.node} does not answer", seconds=math.inf)
             if not self.network.reachable(src.zone, c.zone):
                 raise NetworkError("timeout", f"{src.zone} and {c.zone} are partitioned", seconds=math.inf)
+            if not self.traffic.policies.connection_allowed(src.namespace, src.pod_name, c, port):
+                raise NetworkError("timeout", "dropped by a NetworkPolicy", seconds=math.inf)
         if port not in self._listens(c):
             raise NetworkError("refused", "connection refused", seconds=0.001)
         seconds = 0.00005 if local else self.network.hop_ms(src.zone, c.zone) / 1000.0

@@ -10,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any, Optional
+from typing import Any
 
 from ..k8s.objects import (
     EventRecorder,
@@ -26,7 +26,9 @@ from ..k8s.objects import (
 )
 from ..k8s.store import ApiError, Store, iso
 from . import priority
+from .admission_quota import admit
 from .defaults import default_pod_spec, qos_class
+from .endpointslices import EndpointSliceController
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -74,6 +76,11 @@ class Controllers:
         self.store = store
         self.events = events
         self._hashes: dict[tuple[str, int], str] = {}  # (uid, generation) -> pod-template-hash
+        # uid -> (replicas, refusal, retry after, delay s): a ReplicaSet whose create admission
+        # refused waits before trying again, doubling up to 5 minutes, as the real controller's
+        # rate-limited queue does (not a new refused pod and Event every tick); a new replica
+        # count retries at once.
+        self._refused: dict[str, tuple[int, str, datetime, float]] = {}
         # uid -> the resourceVersions of an object and what it controls, seen by a pass that
         # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
         self._idle: dict[str, tuple[str, ...]] = {}
@@ -113,7 +120,10 @@ class Controllers:
         pods = self._by_controller("Pod")
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             owned = pods.get(rs["metadata"]["uid"], [])
-            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned), True)  # noqa: B023
+            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned),  # noqa: B023
+                              rs["metadata"]["uid"] not in self._refused)  # a refused one retries on time
+        for _, _, retry_at, _ in self._refused.values():
+            quiet_until = min(quiet_until, retry_at)
         self.collect_garbage()
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
@@ -338,6 +348,14 @@ class Controllers:
         else:
             set_condition(d, "Available", "False", now, "MinimumReplicasUnavailable",
                           "Deployment does not have minimum availability.", with_update_time=True)
+        # A ReplicaSet's FailedCreate (quota, LimitRange) shows on its Deployment, as the real
+        # controller copies it; it goes when the creates succeed again.
+        failed = next((c for rs in rss if (c := condition(rs, "ReplicaFailure")) is not None), None)
+        if failed is not None:
+            set_condition(d, "ReplicaFailure", "True", now, "FailedCreate", failed.get("message", ""),
+                          with_update_time=True)
+        elif condition(d, "ReplicaFailure") is not None:
+            status["conditions"] = [c for c in status["conditions"] if c["type"] != "ReplicaFailure"]
         name = new_rs["metadata"]["name"] if new_rs else d["metadata"]["name"]
         complete = new_rs is not None and updated == desired and available >= desired and total == desired
         progress = before.get("updatedReplicas") != status.get("updatedReplicas") or \
@@ -377,11 +395,25 @@ class Controllers:
             owned = [p for p in self.store.list("Pod", ns) if is_owned_by(p, rs)]
         pods = [p for p in owned if pod_is_active(p)]
         want = int(rs["spec"].get("replicas", 0))
-        if len(pods) < want:
+        failure: str | None = None  # an admission refusal (quota, LimitRange) stops this pass's creates
+        uid, now = rs["metadata"]["uid"], self.store.clock()
+        refused = self._refused.get(uid)
+        if refused is not None and (refused[0] != want or len(pods) >= want):
+            del self._refused[uid]  # a new count, or enough pods: no backing off
+            refused = None
+        if len(pods) < want and refused is not None and now < refused[2]:
+            failure = refused[1]  # backing off: the refusal stands
+        elif len(pods) < want:
             for _ in range(want - len(pods)):
                 created = self._create_pod(rs)
-                if created is not None:
-                    pods.append(created)
+                if isinstance(created, str):
+                    failure = created
+                    delay = min(300.0, refused[3] * 2) if refused is not None else 30.0
+                    self._refused[uid] = (want, created, now + timedelta(seconds=delay), delay)
+                    break
+                pods.append(created)
+            else:
+                self._refused.pop(uid, None)
         elif len(pods) > want:
             # The real controller's order: unscheduled, then not ready, then newest first.
             pods.sort(key=lambda p: (bool(p["spec"].get("nodeName")), pod_is_ready(p),
@@ -398,11 +430,17 @@ class Controllers:
         for k in ("readyReplicas", "availableReplicas", "fullyLabeledReplicas"):
             if status[k] == 0:
                 status.pop(k)
+        if failure is not None:
+            kept = condition(rs, "ReplicaFailure")
+            status["conditions"] = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                     "message": failure, "lastTransitionTime": (kept or {}).get(
+                                         "lastTransitionTime") or iso(self.store.clock())}]
         if rs.get("status") != status:
             rs["status"] = status
             self.store.touch(rs)
 
-    def _create_pod(self, rs: dict[str, Any]) -> Optional[dict[str, Any]]:
+    def _create_pod(self, rs: dict[str, Any]) -> dict[str, Any] | str:
+        """The new pod, or the admission plugins' refusal (recorded as ``FailedCreate``)."""
         template = rs["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"generateName": rs["metadata"]["name"] + "-", "namespace": rs["metadata"]["namespace"],
@@ -417,10 +455,20 @@ class Controllers:
             {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS},
             {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": EVICTION_SECONDS}])
         try:
-            priority.admit(self.store, pod)
-        except ApiError as e:  # the API refused the pod: the controller reports it and tries again later
-            self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {e.message}", _component(rs))
-            return None
+            priority.admit(self.store, pod)  # the Priority plugin admits before the quota does
+        except ApiError as e:
+            message = f"Error creating: {e.message}"
+            self.events.record(rs, "Warning", "FailedCreate", message, _component(rs))
+            return message
+        if self.store.list("ResourceQuota", pod["metadata"]["namespace"]) or \
+                self.store.list("LimitRange", pod["metadata"]["namespace"]):
+            pod["metadata"]["name"] = self.store.generate_name(pod["metadata"]["generateName"])
+            try:
+                admit(self.store, pod)
+            except ApiError as refused:
+                message = f"Error creating: {refused.message}"
+                self.events.record(rs, "Warning", "FailedCreate", message, _component(rs))
+                return message
         pod = self.store.create(pod)
         self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
                            _component(rs))
@@ -488,12 +536,13 @@ class EndpointsController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
+        self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
 
     def reconcile(self) -> None:
-        if self.store.kind_version("Pod", "Service", "Endpoints") == self._synced:
-            return  # a pass computes Endpoints from these alone: nothing to do
-        self._sync()
-        self._synced = self.store.kind_version("Pod", "Service", "Endpoints")
+        if self.store.kind_version("Pod", "Service", "Endpoints") != self._synced:
+            self._sync()  # a pass computes Endpoints from these alone: skipped when none moved
+            self._synced = self.store.kind_version("Pod", "Service", "Endpoints")
+        self.slices.reconcile()
 
     def _sync(self) -> None:
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods

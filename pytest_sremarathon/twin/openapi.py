@@ -203,7 +203,7 @@ def _object_schema(rt: ResourceType) -> dict[str, Any]:
         "metadata": {"allOf": [{"$ref": f"#/components/schemas/{_META}.ObjectMeta"}], "default": {}},
     }
     for field in ("spec", "status", "data", "binaryData", "subsets", "involvedObject", "source", "series",
-                  "related", "roleRef", "aggregationRule"):
+                  "related", "roleRef", "aggregationRule", "addressType", "endpoints", "ports"):
         props[field] = dict(loose)
     for field in ("rules", "subjects"):  # RBAC's top-level lists
         props[field] = {"type": "array", "items": dict(loose)}

@@ -23,16 +23,17 @@ from typing import Any
 
 from ..k8s.store import ApiError
 from ._proto_schema import MESSAGES as _CORE_MESSAGES
+from ._proto_schema_net import MESSAGES as _NET_MESSAGES
 from ._proto_schema_scaling import MESSAGES as _SCALING_MESSAGES
 
-MESSAGES = {**_CORE_MESSAGES, **_SCALING_MESSAGES}
+MESSAGES = {**_CORE_MESSAGES, **_SCALING_MESSAGES, **_NET_MESSAGES}  # hand-transcribed tables beside the generated ones
 
 MAGIC = b"k8s\x00"
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
 #: API groups whose protobuf package is named differently (``k8s.io.api.rbac.v1``)
 _GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "authorization": "authorization.k8s.io",
-           "scheduling": "scheduling.k8s.io"}
+           "scheduling": "scheduling.k8s.io", "networking": "networking.k8s.io"}
 #: (apiVersion, kind) -> message name, for the kinds clients may send
 KINDS: dict[tuple[str, str], str] = {}
 for _name in MESSAGES:

@@ -581,3 +581,67 @@ def table(kind: str, objects: list[dict[str, Any]], now: datetime, *, resource_v
         out["columnDefinitions"] = column_definitions(kind)
     out["rows"] = [row(o, now, include_object) for o in objects]
     return out
+
+
+# -- network and admission kinds (issue 18), as ``pkg/printers/internalversion`` prints them ------
+def _network_policy(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md = obj["metadata"]
+    return [md["name"], selector_string((obj.get("spec") or {}).get("podSelector") or {}),
+            since(md.get("creationTimestamp"), now)]
+
+
+def _first_three(items: list[str]) -> str:
+    """``formatDiscoveryPorts``/``formatDiscoveryEndpoints``: three, then how many more."""
+    if not items:
+        return "<unset>"
+    shown = ",".join(items[:3])
+    return shown + (f" + {len(items) - 3} more..." if len(items) > 3 else "")
+
+
+def _endpoint_slice(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md = obj["metadata"]
+    ports = [str(p["port"]) for p in obj.get("ports") or [] if p.get("port") is not None]
+    addresses = [a for e in obj.get("endpoints") or [] for a in e.get("addresses") or []]
+    return [md["name"], obj.get("addressType", ""), _first_three(ports), _first_three(addresses),
+            since(md.get("creationTimestamp"), now)]
+
+
+def _resource_quota(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, status = obj["metadata"], obj.get("status") or {}
+    hard, used = status.get("hard") or {}, status.get("used") or {}
+    request: list[str] = []
+    limit: list[str] = []
+    for resource in sorted(hard):
+        text = f"{resource}: {used.get(resource, '0')}/{hard[resource]}"
+        (limit if resource.startswith("limits") else request).append(text)
+    return [md["name"], since(md.get("creationTimestamp"), now), ", ".join(request), ", ".join(limit)]
+
+
+def _ingress(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    hosts = [r["host"] for r in spec.get("rules") or [] if r.get("host")]
+    shown = ",".join(hosts[:3]) + (f" + {len(hosts) - 3} more..." if len(hosts) > 3 else "") if hosts else "*"
+    lb = [i.get("ip") or i.get("hostname", "") for i in (status.get("loadBalancer") or {}).get("ingress") or []]
+    return [md["name"], spec.get("ingressClassName") or "<none>", shown, ",".join(lb),
+            "80, 443" if spec.get("tls") else "80", since(md.get("creationTimestamp"), now)]
+
+
+def _ingress_class(obj: dict[str, Any], now: datetime) -> list[Any]:
+    md, spec = obj["metadata"], obj.get("spec") or {}
+    params = spec.get("parameters")
+    shown = "<none>"
+    if params:
+        group = params.get("apiGroup") or ""
+        shown = f"{params.get('kind', '')}.{group}/{params.get('name', '')}" if group else \
+            f"{params.get('kind', '')}/{params.get('name', '')}"
+    return [md["name"], spec.get("controller", ""), shown, since(md.get("creationTimestamp"), now)]
+
+
+PRINTERS.update({
+    "NetworkPolicy": (_cols(("Name",), ("Pod-Selector",), ("Age",)), _network_policy),
+    "EndpointSlice": (_cols(("Name",), ("AddressType",), ("Ports",), ("Endpoints",), ("Age",)), _endpoint_slice),
+    "ResourceQuota": (_cols(("Name",), ("Age",), ("Request",), ("Limit",)), _resource_quota),
+    "LimitRange": (_cols(("Name",), ("Created At", "date")), _created_at),
+    "Ingress": (_cols(("Name",), ("Class",), ("Hosts",), ("Address",), ("Ports",), ("Age",)), _ingress),
+    "IngressClass": (_cols(("Name",), ("Controller",), ("Parameters",), ("Age",)), _ingress_class),
+})

@@ -26,6 +26,7 @@ from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
 from .counts import Groups, log_sample
+from .network_policy import PolicyNetwork
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -104,6 +105,7 @@ class TrafficEngine:
     def __init__(self, store: Store, network: Network, apps: list[AppSpec]) -> None:
         self.store = store
         self.network = network
+        self.policies = PolicyNetwork(store)  # NetworkPolicy enforcement (twin/network_policy.py)
         self.apps = {a.namespace: a for a in apps}
         self.kubelet: Optional[Kubelet] = None
         self._stack: list[_Frame] = []
@@ -138,6 +140,7 @@ class TrafficEngine:
         self._rng = rng
         self._endpoints.clear()
         self._tracebacks.clear()
+        self.policies.prepare(self.kubelet.containers)
         by_uid = self.kubelet.containers
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
@@ -427,6 +430,10 @@ class TrafficEngine:
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
+        if self.policies.active and not self.policies.call_allowed(caller.container, ctx.service == INGRESS, target,
+                                                                   service):
+            caller.downstream_ms += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
+            raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve

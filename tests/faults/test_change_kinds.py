@@ -42,6 +42,7 @@ from pytest_sremarathon.clock import EPOCH
 from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.change import CHANGE_KINDS, MISSING, ChangeFault, ManifestFault, parse_path, resolve
+from pytest_sremarathon.faults.network import NETWORK_KINDS
 from pytest_sremarathon.k8s.objects import condition, pod_is_ready
 from pytest_sremarathon.pipeline.build import build
 from pytest_sremarathon.pipeline.repo import Author, GitRepo
@@ -56,6 +57,7 @@ REGISTRY = builtin_registry()
 RULES = {"ServiceHighErrorRate": high_error_rate, "ServiceLatencySLOBurn": latency_slo_burn,
          "KubePodCrashLooping": crash_looping, "KubeContainerOOMKilled": oom_killed,
          "KubePodNotReady": pods_not_ready, "ContainerMemoryNearLimit": memory_near_limit}
+NETWORK_KIND_NAMES = {k.name for k in NETWORK_KINDS}  # change-induced too, with their own module and tests
 START_HOUR = 14  # afternoon traffic (diurnal ≈ 0.9 of the peak)
 
 
@@ -193,6 +195,16 @@ def _pending_on_unbound_claim(service: str, claim: str) -> Callable[[TwinWorld, 
     return check
 
 
+def _replica_failure(service: str, text: str) -> Callable[[TwinWorld, Evidence], bool]:
+    """The Deployment shows ReplicaFailure (FailedCreate) with ``text``, the old pods serving."""
+    def check(w: TwinWorld, _e: Evidence) -> bool:
+        d = w.store.get("Deployment", w.ns, service) or {}
+        failure = condition(d, "ReplicaFailure")
+        return failure is not None and text in failure.get("message", "") and \
+            sum(pod_is_ready(p) for p in w.pods(service)) >= 1
+    return check
+
+
 def _both(*checks: Callable[[TwinWorld, Evidence], bool]) -> Callable[[TwinWorld, Evidence], bool]:
     return lambda w, e: all(c(w, e) for c in checks)
 
@@ -252,6 +264,14 @@ SHOP_EFFECTS: dict[str, Expect] = {
     "recommendation-shared-model-cache": Expect(check=_pending_on_unbound_claim("recommendation",
                                                                               "recommendation-model-cache"),
                                                 why="the claim's class does not exist: the rolled pod stays Pending"),
+    # network and admission (faults/network.py)
+    "cart-ingress-storefront-only": Expect({(ERR, "checkout")}, {"checkout": "cart: HTTP 504: deadline exceeded"},
+                                           why="cart's policy drops checkout's connections: checkout times out"),
+    "checkout-invoice-renderer-cpu": Expect(check=_replica_failure("checkout", "exceeded quota: compute"),
+                                            why="the quota has no room for a 4-CPU pod: the rollout stalls"),
+    "platform-container-bounds": Expect(check=_replica_failure(
+        "payment", "maximum memory usage per Container is 192Mi, but limit is 256Mi"),
+        why="the LimitRange refuses payment's new pods"),
 }
 
 SHOP_CATALOGUE = load_catalogue(SHOP)
@@ -386,7 +406,7 @@ def test_shop_catalogue_size() -> None:
     assert len(SHOP_FAULTY) >= 12
     assert len(SHOP_BENIGN) >= 3 * len(SHOP_FAULTY)
     assert set(SHOP_EFFECTS) == {c.id for c in SHOP_FAULTY}, "every faulty shop change needs its expected effects"
-    families = {c.fault.kind.split("-")[0] for c in SHOP_FAULTY if c.fault}
+    families = {c.fault.kind.split("-")[0] for c in SHOP_FAULTY if c.fault and c.fault.kind not in NETWORK_KIND_NAMES}
     assert families == {"code", "config", "manifest"}
 
 

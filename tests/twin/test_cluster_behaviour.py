@@ -141,6 +141,10 @@ def test_cordoning_moves_no_running_pod_but_blocks_new_ones(shop: Shop) -> None:
 def test_replicas_spread_across_zones_and_impossible_requests_stay_pending(shop: Shop) -> None:
     zones = {shop.cluster.network.node_zone[p["spec"]["nodeName"]] for p in shop.pods("frontend")}
     assert zones == {"zone-a", "zone-b"}
+    # the shop's quota and LimitRange would refuse such a pod at admission (FailedCreate: see
+    # test_network_admission_kinds.py); without them it reaches the scheduler
+    shop.store.delete("ResourceQuota", "shop", "compute")
+    shop.store.delete("LimitRange", "shop", "container-bounds")
     shop.edit("Deployment", "email", lambda d: _container(d)["resources"]["requests"].update(cpu="64"))
     shop.run(120)
     pending = [p for p in shop.pods("email") if not p["spec"].get("nodeName")]
