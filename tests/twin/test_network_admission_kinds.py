@@ -83,6 +83,7 @@ def test_a_rollout_over_quota_records_failed_create_and_replica_failure(sim: Any
     running = len([p for p in sim.store.list("Pod", "shop") if p["status"].get("phase") not in ("Succeeded",
                                                                                                  "Failed")])
     kc("create", "quota", "pods", "-n", "shop", f"--hard=pods={running}")
+    kc("delete", "hpa", "currency", "-n", "shop")  # its autoscaler would set a hand-made scale back
     kc("scale", "deployment/currency", "-n", "shop", "--replicas=4")
     sim.run(30)
     apps = k8s.AppsV1Api(_client(sim))

@@ -180,10 +180,10 @@ def test_priority_classes_admission_and_preemption(sim: AgentSimulation, kc: Kub
                         "resources": {"requests": {"cpu": "3500m"}}}]}}
     before = {p["metadata"]["name"]: p["spec"].get("priority", 0) for p in sim.store.list("Pod")
               if p["spec"].get("nodeName") == "worker-a1" and pod_is_active(p)}
-    created = v1.create_namespaced_pod("shop", hog)
+    created = v1.create_namespaced_pod("default", hog)  # the shop's quota has no room for it
     assert created.spec.priority == 100000
     sim.run(30)
-    pod = v1.read_namespaced_pod("hog", "shop")
+    pod = v1.read_namespaced_pod("hog", "default")
     assert pod.spec.node_name == "worker-a1" and pod.status.nominated_node_name == "worker-a1"
     after = {p["metadata"]["name"] for p in sim.store.list("Pod") if p["spec"].get("nodeName") == "worker-a1"
              and pod_is_active(p)}
@@ -194,7 +194,7 @@ def test_priority_classes_admission_and_preemption(sim: AgentSimulation, kc: Kub
     assert messages and all(m.startswith("Preempted by pod ") and m.endswith("on node worker-a1") for m in messages)
     # The replacements are of lower priority than the hog: they cannot preempt it back.
     sim.run(60)
-    assert v1.read_namespaced_pod("hog", "shop").spec.node_name == "worker-a1"
+    assert v1.read_namespaced_pod("hog", "default").spec.node_name == "worker-a1"
 
 
 def test_kubectl_autoscale_creates_a_v1_hpa_served_from_the_v2_object(sim: AgentSimulation, kc: Kubectl) -> None:
