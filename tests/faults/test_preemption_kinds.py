@@ -193,3 +193,66 @@ def test_reverting_the_change_mitigates_and_cleanup_removes_the_batch(tmp_path: 
     kind.cleanup(world, fault)
     world.tick(2)
     assert not [p for p in world.store.list("Pod", BATCH_NAMESPACE) if pod_is_active(p)]
+
+
+# -- as a user meets it: the real kubectl against the running twin -------------------------------
+class SimWorld:
+    """The parts of a marathon the kind acts on, over the running twin backend."""
+
+    def __init__(self, sim: Any) -> None:
+        self.cluster, self.pipelines = sim.cluster, sim.backend.pipelines
+        self.apps = {a: default_app(a) for a in ("shop", "hotel", "social")}
+        self.catalogue = {c.id: c for c in load_catalogue(APPS_DIR / "shop")}
+
+    def curated(self, app: str, change_id: str) -> CuratedChange:
+        return self.catalogue[change_id]
+
+
+def test_kubectl_shows_the_preemption_and_a_live_fix_mitigates(tmp_path: Path) -> None:
+    from support.kubectl import kubectl_for
+    from support.twins import AgentSimulation
+
+    sim = AgentSimulation(tmp_path, "sim-agent-token")
+    try:
+        kc = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+        world = SimWorld(sim)
+        kind = builtin_registry()["priority-preemption"]
+        assert isinstance(kind, PriorityPreemption)
+        fault = Fault(id="F01", kind=kind.name, family="change", app="shop", start=sim.clock.now,
+                      end=sim.clock.now + timedelta(hours=1), params={"change": CHANGE})
+        kind.inject(world, fault)
+        for _ in range(12):
+            if kind.active(world, fault):
+                break
+            sim.run(30)
+        else:
+            raise AssertionError("the batch never arrived")
+        sim.run(90)
+        classes = {r.split()[0]: r.split()[1] for r in kc("get", "pc").splitlines()[1:]}
+        assert classes["shop-best-effort"] == "-100" and classes["batch-preemptible"] == "-10"
+        events = kc.json("get", "events", "-A", "--field-selector=reason=Preempted")["items"]
+        assert events and {(e["involvedObject"]["namespace"], e["involvedObject"]["name"].split("-")[0])
+                           for e in events} == {("shop", "email")}
+        rows = kc("get", "pods", "-n", "shop", "-l", "app=email", "--no-headers").splitlines()
+        assert rows and all(r.split()[2] == "Pending" for r in rows)
+        described = kc("describe", "pods", "-n", "shop", "-l", "app=email")
+        assert "FailedScheduling" in described and "Insufficient cpu" in described
+        batch = kc("get", "pods", "-n", BATCH_NAMESPACE, "--no-headers").splitlines()
+        assert len(batch) == 4 and all(r.split()[2] == "Running" for r in batch)
+        # wrong: a rollout restart brings new pods at the same class
+        kc("rollout", "restart", "deployment/email", "-n", "shop")
+        sim.run(90)
+        assert not kind.mitigated(world, fault)
+        # the fix on the live object: the service back at the default priority
+        kc("patch", "deployment", "email", "-n", "shop", "--type=json",
+           "-p", '[{"op": "remove", "path": "/spec/template/spec/priorityClassName"}]')
+        for _ in range(20):
+            sim.run(30)
+            if kind.mitigated(world, fault):
+                break
+        else:
+            pytest.fail("not mitigated after the live fix")
+        rows = kc("get", "pods", "-n", "shop", "-l", "app=email", "--no-headers").splitlines()
+        assert any(r.split()[1] == "1/1" and r.split()[2] == "Running" for r in rows)
+    finally:
+        sim.close()
