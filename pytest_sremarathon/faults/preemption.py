@@ -31,7 +31,9 @@ new pods run at priority 0 and preempt the batch workers they need room from. Th
 the cluster: the live Deployment and every active pod of the service are free of the bad
 class, and the service has a ready pod. No other action counts: deleting or restarting the
 pending pods, scaling the service up (more pods at -100, Pending too) or deleting the batch's
-pods (its Deployments recreate them, at a priority above the service's) leaves the class live.
+pods (its Deployments recreate them, at a priority above the service's) leaves the class live;
+so does deleting the batch itself (another tenant's work, back every night): the service runs
+again, still below the batch tier, and is not judged repaired.
 """
 
 from __future__ import annotations

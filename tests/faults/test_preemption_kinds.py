@@ -169,6 +169,12 @@ def test_wrong_repairs_do_not_count(tmp_path: Path) -> None:
     still_broken()
     assert len([p for p in world.store.list("Pod", BATCH_NAMESPACE)
                 if pod_is_active(p) and p["spec"].get("nodeName")]) == 4
+    # deleting the other tenant's batch outright: email runs again, still below the batch tier
+    # (the next crunch preempts it again): the cause is live, so no repair
+    for d in world.store.list("Deployment", BATCH_NAMESPACE):
+        world.store.delete("Deployment", BATCH_NAMESPACE, d["metadata"]["name"])
+    world.tick(4)
+    assert world.email_ready() >= 2 and not kind.mitigated(world, fault)
 
 
 def test_reverting_the_change_mitigates_and_cleanup_removes_the_batch(tmp_path: Path) -> None:
