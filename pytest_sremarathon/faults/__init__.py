@@ -22,6 +22,7 @@ from .infrastructure import (
     ZonePartition,
 )
 from .network import NETWORK_KINDS
+from .preemption import PREEMPTION_KINDS
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
@@ -30,7 +31,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               TrafficSurge,
                                               DatastoreFailover, CacheStampede,
                                               *AUTOSCALING_KINDS, *DISRUPTION_KINDS,
-                                              *NETWORK_KINDS)
+                                              *NETWORK_KINDS, *PREEMPTION_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

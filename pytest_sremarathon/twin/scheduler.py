@@ -94,7 +94,7 @@ class Scheduler:
         claims = self.volumes is not None and _claims(pod)
         blocked = self.volumes.unschedulable(pod) if self.volumes is not None and claims else None
         node, reasons = (None, Counter({blocked: len(nodes)})) if blocked else self._pick(pod, nodes, usage)
-        if node is None and not blocked and priority_of(pod) > 0 and preempt(
+        if node is None and not blocked and priority_of(pod) > self._lowest_priority() and preempt(
                 self.store, self.events, pod, nodes, usage,
                 lambda n: self._unfit(pod, n) is None, pod_requests) is not None:
             node, reasons = self._pick(pod, nodes, usage)
@@ -118,6 +118,20 @@ class Scheduler:
                            f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {name}",
                            "default-scheduler")
         return True
+
+    def _lowest_priority(self) -> int:
+        """The lowest priority of a pod bound to a node, at most 0: a pod above it may preempt
+        (DefaultPreemption tries for any pod; a default-priority pod preempts only the pods of a
+        negative class, as the cluster-autoscaler's overprovisioning placeholders are). Read
+        only for a pod that fits nowhere."""
+        if not self._negative():
+            return 0
+        return min([0] + [priority_of(p) for p in self.store.list("Pod")
+                          if p["spec"].get("nodeName") and pod_is_active(p)])
+
+    def _negative(self) -> bool:
+        """Is any PriorityClass below 0? (Without one no pod is, and the scan is skipped.)"""
+        return any(int(c.get("value") or 0) < 0 for c in self.store.list("PriorityClass"))
 
     def _usage(self) -> dict[str, list[int]]:
         usage: dict[str, list[int]] = {}
