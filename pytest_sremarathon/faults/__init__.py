@@ -18,12 +18,14 @@ from .infrastructure import (
     ZoneOutage,
     ZonePartition,
 )
+from .runtime import InitContainerFailing
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
-                                              TrafficSurge)
+                                              TrafficSurge,
+                                              InitContainerFailing)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -18,6 +18,7 @@ from ..runtime.code import ArtifactStore
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
+from .init_containers import InitContainers
 from .kubelet import Kubelet
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
@@ -52,6 +53,7 @@ class TwinCluster:
         # What kubectl exec and attach run in, and the debug pods of utility images.
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
+        self.kubelet.inits = InitContainers(self.kubelet, self.runtime)
         self._ticks = 0
 
     # -- set-up ----------------------------------------------------------------------------
@@ -220,6 +222,8 @@ class TwinCluster:
         c = self.kubelet.by_name.get((namespace, pod))
         if c is None:
             return []
+        if container and container != c.name and self.kubelet.inits is not None:
+            return self.kubelet.inits.logs(c.pod_uid, container, previous) or []
         return list(c.previous_logs if previous else c.logs)
 
     def pod_usage(self, namespace: str, pod: str) -> dict[str, tuple[int, int]]:

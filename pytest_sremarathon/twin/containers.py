@@ -742,7 +742,8 @@ class Runtime:
         """The exec view of container ``container`` (default: the first) of ``pod``, whose
         runtime state is ``c``. Call with the store lock held."""
         specs = (pod.get("spec") or {}).get("containers") or []
-        spec = next((s for s in specs if s.get("name") == container), specs[0] if specs else {})
+        inits = (pod.get("spec") or {}).get("initContainers") or []  # (an init container's own run)
+        spec = next((s for s in specs + inits if s.get("name") == container), specs[0] if specs else {})
         image = self.image_of(c, str(spec.get("image", "")))
         allocatable = self._allocatable(c)
         ns = pod["metadata"]["namespace"]

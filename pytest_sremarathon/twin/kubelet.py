@@ -136,6 +136,18 @@ class ContainerRuntime(Protocol):
         ...
 
 
+class InitRunner(Protocol):
+    """The init containers of a pod (``twin/init_containers.py``)."""
+
+    def pending(self, pod: dict[str, Any], c: Container, now: datetime) -> bool:
+        """Advance the pod's init containers; True while its app container must wait."""
+        ...
+
+    def forget(self, uid: str) -> None: ...
+
+    def logs(self, uid: str, name: str, previous: bool) -> Optional[list[tuple[datetime, str]]]: ...
+
+
 class Kubelet:
     def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: Scheduler,
                  router: Router, node_zone: Callable[[str], str]) -> None:
@@ -153,6 +165,7 @@ class Kubelet:
         self._pressured: set[str] = set()  # nodes this kubelet reported DiskPressure on
         self._evictions = 0
         self.runtime: Optional[ContainerRuntime] = None  # utility images, environments (TwinCluster sets it)
+        self.inits: Optional[InitRunner] = None  # init containers (TwinCluster sets it)
 
     # -- public ----------------------------------------------------------------------------
     def container_of(self, namespace: str, pod: str) -> Optional[Container]:
@@ -171,11 +184,15 @@ class Kubelet:
             if not node or node not in up_nodes or not pod_is_active(pod):
                 continue
             c = self.containers.get(uid) or self._container_for(pod, node)
+            if "initContainers" in pod["spec"] and self.inits is not None and self.inits.pending(pod, c, now):
+                continue
             self._run(pod, c, now, dt)
         for uid in list(self.containers):
             if uid not in live_uids:
                 gone = self.containers.pop(uid)
                 self.by_name.pop((gone.namespace, gone.pod_name), None)
+                if self.inits is not None:
+                    self.inits.forget(uid)
         if self.disk_pressure or self._pressured:
             self._disk_pressure(up_nodes, now)
 
@@ -284,7 +301,8 @@ class Kubelet:
                 data.update({k: v for k, v in _secret_data(secret).items() if k not in data})
         return data, ""
 
-    def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+    def sandbox(self, pod: dict[str, Any], now: datetime) -> None:
+        """The pod's sandbox: its IP and start time, given once (before its first container)."""
         node = pod["spec"]["nodeName"]
         if not pod["status"].get("podIP"):
             node_obj = self.store.get("Node", None, node)
@@ -294,6 +312,10 @@ class Kubelet:
                 pod["status"]["hostIP"] = next((a["address"] for a in node_obj["status"].get("addresses", [])
                                                 if a["type"] == "InternalIP"), "")
                 pod["status"]["startTime"] = iso(now)
+
+    def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        node = pod["spec"]["nodeName"]
+        self.sandbox(pod, now)
         artifact = self._artifact(c.image, c.app, c.service)
         if artifact is None and self.runtime is not None and self.runtime.knows(c.image):
             self._start_utility(pod, spec, c, now)

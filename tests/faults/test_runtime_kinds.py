@@ -1,0 +1,124 @@
+"""Runtime fault kinds (``faults/runtime.py``) on a real twin: init containers, probes, clocks and
+certificates. For each: injected, it shows its documented effects in what an agent can see
+(pod status, events, logs, metrics); its judge stays false after the tempting wrong repairs and
+turns true, and holds, after the documented one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.twins import AppTwin, default_app
+
+from pytest_sremarathon.clock import EPOCH
+from pytest_sremarathon.faults import Fault, FaultKind, builtin_registry
+from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
+from pytest_sremarathon.k8s.objects import condition, pod_is_ready
+
+REGISTRY = builtin_registry()
+
+
+class World(AppTwin):
+    """One app of the default scenario on a two-zone twin behind its pipeline (a ``World``)."""
+
+    def __init__(self, tmp_path: Path, ns: str, hour: int = 14) -> None:
+        app = default_app(ns)
+        super().__init__([app], tmp_path / "repos", start=EPOCH + timedelta(hours=hour))
+        self.ns = ns
+        self.catalogue = {c.id: c for c in load_catalogue(app.root)}
+        self.run(minutes=3)
+        self.cluster.settled()  # as a marathon's warm-up ends
+        self.run(minutes=5)
+
+    def curated(self, app: str, change_id: str) -> CuratedChange:
+        return self.catalogue[change_id]
+
+    def pods(self, service: str) -> list[dict[str, Any]]:
+        return self.active_pods(self.ns, service)
+
+    def inject(self, kind: str, **params: Any) -> tuple[FaultKind, Fault]:
+        k = REGISTRY[kind]
+        fault = Fault(id="F01", kind=kind, family=k.family, app=self.ns, start=self.clock.now,
+                      end=self.clock.now + timedelta(hours=2), params=params)
+        k.inject(self, fault)
+        fault.injected = True
+        return k, fault
+
+    def holds(self, kind: FaultKind, fault: Fault, want: bool, ticks: int, what: str) -> None:
+        for i in range(ticks):
+            self.tick()
+            assert kind.mitigated(self, fault) is want, f"{what}: mitigated() is {not want} at tick {i + 1}"
+
+    def until_mitigated(self, kind: FaultKind, fault: Fault, ticks: int = 30) -> None:
+        for _ in range(ticks):
+            self.tick()
+            if kind.mitigated(self, fault):
+                return
+        pytest.fail(f"{fault.kind} not mitigated {ticks} ticks after the documented repair")
+
+    def restart(self, service: str) -> None:
+        """``kubectl rollout restart``: a new template annotation, so every pod is replaced."""
+        dep = self.store.get("Deployment", self.ns, service)
+        assert dep is not None
+        dep = dict(dep)
+        tmpl = dep["spec"]["template"]
+        tmpl["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = self.clock.now.isoformat()
+        self.store.replace(dep, check_rv=False)
+
+    def delete_pods(self, service: str, which: Any = lambda _p: True) -> None:
+        for p in self.pods(service):
+            if which(p):
+                self.store.delete("Pod", self.ns, p["metadata"]["name"])
+
+    def init_logs(self, pod: dict[str, Any], container: str) -> str:
+        inits = self.cluster.kubelet.inits
+        assert inits is not None
+        return "\n".join(line for _, line in inits.logs(pod["metadata"]["uid"], container, False) or [])
+
+
+def _init_state(pod: dict[str, Any]) -> str:
+    statuses = pod["status"].get("initContainerStatuses") or []
+    if not statuses:
+        return ""
+    state = statuses[0]["state"]
+    return (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason") or "Running"
+
+
+# -- init-container-failing ------------------------------------------------------------------------
+def test_init_container_failing(tmp_path: Path) -> None:
+    w = World(tmp_path, "hotel")
+    kind, fault = w.inject("init-container-failing", change="reservation-wait-for-mongo")
+    assert fault.component == "service:hotel/reservation" and fault.change
+    stuck: list[dict[str, Any]] = []
+    for _ in range(30):
+        w.tick()
+        assert not kind.mitigated(w, fault)
+        stuck = [p for p in w.pods("reservation") if _init_state(p) in ("CrashLoopBackOff", "Error")]
+        dep = w.store.get("Deployment", "hotel", "reservation") or {}
+        if stuck and (condition(dep, "Progressing") or {}).get("reason") == "ProgressDeadlineExceeded":
+            break
+    assert stuck, "no new reservation pod fails its init container"
+    pod = stuck[0]
+    assert pod["status"]["phase"] == "Pending" and not pod_is_ready(pod)
+    assert pod["status"]["initContainerStatuses"][0]["restartCount"] >= 1
+    assert "mongodb-reservation:27018 not reachable" in w.init_logs(pod, "wait-for-mongodb")
+    assert any(ev["reason"] == "BackOff" and "wait-for-mongodb" in ev["message"]
+               for ev in w.store.list("Event", "hotel") if ev["involvedObject"]["name"] == pod["metadata"]["name"])
+    assert any(pod_is_ready(p) for p in w.pods("reservation")), "the old pods keep serving"
+    dep = w.store.get("Deployment", "hotel", "reservation") or {}
+    assert (condition(dep, "Progressing") or {}).get("reason") == "ProgressDeadlineExceeded"
+
+    # wrong: delete the stuck pods (the ReplicaSet makes them again, with the same init container)
+    w.delete_pods("reservation", lambda p: bool(_init_state(p)))
+    w.holds(kind, fault, False, 4, "after deleting the stuck pods")
+    # wrong: restart the Deployment
+    w.restart("reservation")
+    w.holds(kind, fault, False, 6, "after a rollout restart")
+
+    # the documented repair: revert the change through the pipeline
+    w.pipelines.revert("hotel", fault.change or "", "agent")
+    w.until_mitigated(kind, fault)
+    w.holds(kind, fault, True, 6, "after the revert")
+    assert all(not p["status"].get("initContainerStatuses") for p in w.pods("reservation"))
