@@ -60,6 +60,8 @@ class NetworkKnobs(Protocol):
     @property
     def dns_race_share(self) -> MutableMapping[str, float]: ...  # namespace -> share of lookups lost
     cpu_overload_timeouts: bool
+    @property
+    def clock_skew(self) -> MutableMapping[str, float]: ...  # node -> seconds its clock is off
 
 
 class RunningContainer(Protocol):

@@ -19,13 +19,14 @@ from .infrastructure import (
     ZonePartition,
 )
 from .runtime import InitContainerFailing
+from .validity import ClockSkew
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              InitContainerFailing)
+                                              InitContainerFailing, ClockSkew)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -199,6 +199,9 @@ class KubeNetwork:
         self.pod_delay_ms = _Knob(_refuse("a slow datastore"), _allow)
         self.node_cpu_noise = _Knob(_refuse("a noisy neighbour stealing node CPU"), _allow)
         self.cpu_overload_timeouts = False  # on a real cluster, overload is real
+        # A node's clock could be stepped with date(1) in its container, but the apps' calls
+        # carry no signed tokens on a real cluster: nothing would notice (skipped, recorded).
+        self.clock_skew = _Knob(_refuse("a node clock skew"), _allow)
 
     def observe(self, nodes: list[node_faults.NodeInfo]) -> None:
         with self._lock:

@@ -529,7 +529,11 @@ class TwinContainer:
     _requests: int = 0
 
     def now(self) -> datetime:
-        return self.runtime.store.clock()
+        """The container's clock: its node's (``date`` shows a skewed node's time)."""
+        skew = self.runtime.network.clock_skew
+        now = self.runtime.store.clock()
+        node = self.container.node if self.container is not None else ""
+        return now + timedelta(seconds=skew[node]) if skew and node in skew else now
 
     def _rng(self) -> random.Random:
         self._requests += 1

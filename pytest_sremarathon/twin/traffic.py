@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from .clocks import token_rejection
 from .counts import Groups, log_sample
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class Network:
     # When on, a pod whose CPU demand passes its limit cannot serve the excess: that share of
     # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
     cpu_overload_timeouts: bool = False
+    clock_skew: dict[str, float] = field(default_factory=dict)  # node -> seconds its clock is off (twin/clocks.py)
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions
@@ -415,6 +417,14 @@ class TrafficEngine:
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
+        if network.clock_skew and caller.container is not None:
+            refused = token_rejection(network.clock_skew, caller.container.node, target.node)
+            if refused is not None:  # the callee's token check fails before its handler runs
+                caller.downstream_ms += hop
+                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self._weight)
+                self._log_error(target, endpoint, f"WARN {endpoint}: rejected call from {ctx.pod}: {refused}", "token")
+                skewed = caller.container.node if network.clock_skew.get(caller.container.node) else target.node
+                raise ServiceError(service, 401, refused, origin=f"node:{skewed}")
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve

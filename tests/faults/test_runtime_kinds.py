@@ -122,3 +122,64 @@ def test_init_container_failing(tmp_path: Path) -> None:
     w.until_mitigated(kind, fault)
     w.holds(kind, fault, True, 6, "after the revert")
     assert all(not p["status"].get("initContainerStatuses") for p in w.pods("reservation"))
+
+
+# -- clock-skew ---------------------------------------------------------------------------------------
+def _date_on(w: World, pod: dict[str, Any]) -> str:
+    """``kubectl exec <pod> -- date -u +%H:%M`` through the twin's container runtime."""
+    from pytest_sremarathon.exec import run_process
+    from pytest_sremarathon.exec.shell import BufIn, BufOut
+
+    view = w.cluster.runtime.exec_view(w.ns, pod["metadata"]["name"], pod["spec"]["containers"][0]["name"],
+                                       secret_visible=lambda _n: True)
+    out = BufOut()
+    run_process(view, ["date", "-u", "+%H:%M"], BufIn(b""), out, out)
+    return bytes(out.data).decode().strip()
+
+
+def _drain(w: World, node: str) -> None:
+    obj = w.store.get("Node", None, node)
+    assert obj is not None
+    obj = dict(obj)
+    obj["spec"] = {**obj["spec"], "unschedulable": True}
+    w.store.replace(obj, check_rv=False)
+    for p in w.store.list("Pod", w.ns):
+        if p["spec"].get("nodeName") == node:
+            w.store.delete("Pod", w.ns, p["metadata"]["name"])
+
+
+def test_clock_skew(tmp_path: Path) -> None:
+    w = World(tmp_path, "shop")
+    node = "worker-a1"
+    on_node = {p["metadata"]["labels"]["app"] for p in w.store.list("Pod", "shop") if p["spec"].get("nodeName") == node}
+    assert on_node, "no shop pod on the node"
+    kind, fault = w.inject("clock-skew", node=node, skew_seconds=900)
+    assert fault.component == f"node:{node}" and fault.impact
+    w.run(minutes=3)
+    logs = "\n".join(line for c in w.cluster.kubelet.containers.values() if c.namespace == "shop"
+                     for _, line in c.logs)
+    assert "token used before issued" in logs or "token is expired" in logs
+    ratio = w.cluster.metrics.window("shop", "frontend", "error_ratio", 4)
+    assert 0.0 < sum(ratio) / len(ratio) < 0.9, ratio  # partial: only what passes through the node fails
+    pod = next(p for p in w.store.list("Pod", "shop") if p["spec"].get("nodeName") == node)
+    other = next(p for p in w.store.list("Pod", "shop") if p["spec"].get("nodeName") != node)
+    skewed = (w.clock.now + timedelta(seconds=900)).strftime("%H:%M")
+    assert _date_on(w, pod) == skewed and _date_on(w, other) == w.clock.now.strftime("%H:%M")
+    assert not kind.mitigated(w, fault)
+
+    # wrong: restart the pods in place (the node still runs them, its clock still wrong)
+    for p in w.store.list("Pod", "shop"):
+        if p["spec"].get("nodeName") == node:
+            w.store.delete("Pod", "shop", p["metadata"]["name"])
+    w.holds(kind, fault, False, 6, "after restarting the node's pods")
+
+    # the documented repair: cordon and drain the node
+    _drain(w, node)
+    w.until_mitigated(kind, fault)
+    w.run(minutes=4)
+    assert kind.mitigated(w, fault)
+    ratio = w.cluster.metrics.window("shop", "frontend", "error_ratio", 2)
+    assert max(ratio) < 0.01, ratio
+    kind.cleanup(w, fault)
+    assert not w.cluster.network.clock_skew
+    assert not (w.store.get("Node", None, node) or {})["spec"].get("unschedulable")
