@@ -19,14 +19,14 @@ from .infrastructure import (
     ZonePartition,
 )
 from .runtime import InitContainerFailing
-from .validity import ClockSkew
+from .validity import ClockSkew, SecretExpiry
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              InitContainerFailing, ClockSkew)
+                                              InitContainerFailing, ClockSkew, SecretExpiry)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from ..runtime.credentials import refusal
 from .clocks import token_rejection
 from .counts import Groups, log_sample
 
@@ -282,6 +283,9 @@ class TrafficEngine:
         if name in self.network.externals_down:
             raise ServiceError(name, 503, f"POST https://{spec.host}/v1/{op}: 503 Service Unavailable",
                                origin=f"external:{name}")
+        refused = refusal(ctx.config_data, name, self._now) if self._now is not None else None
+        if refused is not None:  # the provider's key check (runtime/credentials.py)
+            raise ServiceError(name, 401, f"POST https://{spec.host}/v1/{op}: {refused}", origin=f"external:{name}")
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return {"id": f"{op}_{digest[:16]}", "status": "succeeded"}
 

@@ -5,7 +5,10 @@ turns true, and holds, after the documented one."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import base64
+import copy
+import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +63,11 @@ class World(AppTwin):
 
     def restart(self, service: str) -> None:
         """``kubectl rollout restart``: a new template annotation, so every pod is replaced."""
-        dep = self.store.get("Deployment", self.ns, service)
+        dep = copy.deepcopy(self.store.get("Deployment", self.ns, service))
         assert dep is not None
-        dep = dict(dep)
         tmpl = dep["spec"]["template"]
         tmpl["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = self.clock.now.isoformat()
-        self.store.replace(dep, check_rv=False)
+        self.store.replace(dep)
 
     def delete_pods(self, service: str, which: Any = lambda _p: True) -> None:
         for p in self.pods(service):
@@ -138,11 +140,10 @@ def _date_on(w: World, pod: dict[str, Any]) -> str:
 
 
 def _drain(w: World, node: str) -> None:
-    obj = w.store.get("Node", None, node)
+    obj = copy.deepcopy(w.store.get("Node", None, node))
     assert obj is not None
-    obj = dict(obj)
-    obj["spec"] = {**obj["spec"], "unschedulable": True}
-    w.store.replace(obj, check_rv=False)
+    obj["spec"]["unschedulable"] = True
+    w.store.replace(obj)
     for p in w.store.list("Pod", w.ns):
         if p["spec"].get("nodeName") == node:
             w.store.delete("Pod", w.ns, p["metadata"]["name"])
@@ -183,3 +184,64 @@ def test_clock_skew(tmp_path: Path) -> None:
     kind.cleanup(w, fault)
     assert not w.cluster.network.clock_skew
     assert not (w.store.get("Node", None, node) or {})["spec"].get("unschedulable")
+
+
+# -- secret-expiry -------------------------------------------------------------------------------------
+def _credential(w: World) -> dict[str, Any]:
+    secret = w.store.get("Secret", "shop", "payment-provider-credentials")
+    assert secret is not None
+    return json.loads(base64.b64decode(secret["data"]["credentials.json"]))
+
+
+def _put_credential(w: World, doc: dict[str, Any]) -> None:
+    secret = copy.deepcopy(w.store.get("Secret", "shop", "payment-provider-credentials"))
+    assert secret is not None
+    secret["data"]["credentials.json"] = base64.b64encode(json.dumps(doc).encode()).decode()
+    w.store.replace(secret)
+
+
+def _payment_logs(w: World) -> str:
+    return "\n".join(line for c in w.cluster.kubelet.containers.values() if c.namespace == "shop"
+                     and c.service == "payment" for _, line in list(c.logs) + list(c.previous_logs))
+
+
+def test_secret_expiry(tmp_path: Path) -> None:
+    w = World(tmp_path, "shop")
+    assert w.cluster.metrics.window("shop", "payment", "error_ratio", 1) == [0.0]
+    kind, fault = w.inject("secret-expiry", external="payment-provider")
+    assert fault.component == "external:payment-provider" and ("shop", "checkout") in fault.impact
+    w.run(minutes=3)
+    doc = _credential(w)
+    assert datetime.fromisoformat(doc["expires_at"].replace("Z", "+00:00")) <= w.clock.now
+    assert "api_key_expired: Expired API Key provided: rk_live_" in _payment_logs(w)
+    assert max(w.cluster.metrics.window("shop", "payment", "error_ratio", 4)) > 0.5
+    assert not kind.mitigated(w, fault)
+
+    # wrong: restart the pods without renewing (they read the same expired key)
+    w.restart("payment")
+    w.holds(kind, fault, False, 8, "after restarting payment without renewing")
+    assert max(w.cluster.metrics.window("shop", "payment", "error_ratio", 2)) > 0.5
+    # wrong: renew the Secret but leave the running pods with the key they started with
+    renewed = {**doc, "key_id": "rk_live_51NdE7q9b1d", "api_key": "rk_live_51NdE7q9b1dP0",
+               "issued_at": w.clock.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "expires_at": (w.clock.now + timedelta(days=90)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    _put_credential(w, renewed)
+    w.holds(kind, fault, False, 4, "after renewing the Secret alone")
+
+    # the documented repair: renewed Secret, then a rollout restart
+    w.restart("payment")
+    w.until_mitigated(kind, fault)
+    w.holds(kind, fault, True, 6, "after renewing and restarting")
+    assert max(w.cluster.metrics.window("shop", "payment", "error_ratio", 2)) < 0.01
+    kind.cleanup(w, fault)  # nothing left to do
+    assert _credential(w)["key_id"] == "rk_live_51NdE7q9b1d"
+
+
+def test_secret_expiry_cleanup_renews_and_restarts(tmp_path: Path) -> None:
+    w = World(tmp_path, "shop")
+    kind, fault = w.inject("secret-expiry", external="payment-provider")
+    w.run(minutes=2)
+    kind.cleanup(w, fault)
+    w.run(minutes=4)
+    assert kind.mitigated(w, fault)
+    assert max(w.cluster.metrics.window("shop", "payment", "error_ratio", 2)) < 0.01
