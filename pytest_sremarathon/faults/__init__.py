@@ -18,7 +18,7 @@ from .infrastructure import (
     ZoneOutage,
     ZonePartition,
 )
-from .runtime import InitContainerFailing
+from .runtime import InitContainerFailing, LivenessUnderLoad
 from .validity import ClockSkew, SecretExpiry
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
@@ -26,7 +26,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
-                                              InitContainerFailing, ClockSkew, SecretExpiry)
+                                              InitContainerFailing, ClockSkew, SecretExpiry, LivenessUnderLoad)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

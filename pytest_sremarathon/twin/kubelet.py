@@ -33,6 +33,7 @@ from ..runtime.code import (
     format_exception,
     load_module,
 )
+from .probes import ProbeQueue
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -166,6 +167,7 @@ class Kubelet:
         self._evictions = 0
         self.runtime: Optional[ContainerRuntime] = None  # utility images, environments (TwinCluster sets it)
         self.inits: Optional[InitRunner] = None  # init containers (TwinCluster sets it)
+        self.probe_queue = ProbeQueue()  # probes that wait out their timeout behind an overload
 
     # -- public ----------------------------------------------------------------------------
     def container_of(self, namespace: str, pod: str) -> Optional[Container]:
@@ -193,6 +195,7 @@ class Kubelet:
                 self.by_name.pop((gone.namespace, gone.pod_name), None)
                 if self.inits is not None:
                     self.inits.forget(uid)
+                self.probe_queue.forget(uid)
         if self.disk_pressure or self._pressured:
             self._disk_pressure(up_nodes, now)
 
@@ -444,7 +447,11 @@ class Kubelet:
         liveness = spec.get("livenessProbe")
         if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
             ok, why = self._probe_ok(pod, liveness, spec, c)
-            if not ok:
+            late = self.probe_queue.timeouts(c, liveness, dt) if ok and "httpGet" in liveness else []
+            if late:  # an overloaded pod: some probes waited out their timeout in its queue
+                if self._late_liveness(pod, c, liveness, late, now):
+                    return
+            elif not ok:
                 c.liveness_failures += max(1, int(dt // liveness.get("periodSeconds", 10)))
                 self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
                                    "kubelet", c.node)
@@ -486,6 +493,27 @@ class Kubelet:
             self.events.record(pod, "Warning", "Unhealthy",
                                f"Readiness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
                                "kubelet", c.node)
+
+    def _late_liveness(self, pod: dict[str, Any], c: Container, liveness: dict[str, Any], late: list[bool],
+                       now: datetime) -> bool:
+        """This pass's liveness probes against an overloaded pod (``twin/probes.py``: True for
+        each that waited past its timeout): consecutive timeouts up to ``failureThreshold`` kill
+        the container. True if it was killed."""
+        http = liveness["httpGet"]
+        why = (f'Get "http://{pod["status"].get("podIP", "")}:{http.get("port")}{http.get("path", "/")}": '
+               "context deadline exceeded (Client.Timeout exceeded while awaiting headers)")
+        if any(late):
+            self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why}", "kubelet", c.node)
+        for timed_out in late:
+            c.liveness_failures = c.liveness_failures + 1 if timed_out else 0
+            if c.liveness_failures >= liveness.get("failureThreshold", 3):
+                self.events.record(pod, "Normal", "Killing",
+                                   f"Container {c.name} failed liveness probe, will be restarted", "kubelet", c.node)
+                self._crash(pod, c, now, "", "Error", 137)
+                c.backoff = 0.0
+                c.next_start = now
+                return True
+        return False
 
     def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         c.memory = self._measure_memory(c)

@@ -245,3 +245,62 @@ def test_secret_expiry_cleanup_renews_and_restarts(tmp_path: Path) -> None:
     w.run(minutes=4)
     assert kind.mitigated(w, fault)
     assert max(w.cluster.metrics.window("shop", "payment", "error_ratio", 2)) < 0.01
+
+
+# -- liveness-under-load -------------------------------------------------------------------------------
+def _liveness_kills(w: World, service: str) -> int:
+    return sum(int(ev.get("count", 1)) for ev in w.store.list("Event", w.ns)
+               if ev["reason"] == "Killing" and "failed liveness probe" in ev["message"]
+               and ev["involvedObject"]["name"].startswith(f"{service}-"))
+
+
+def _scale(w: World, service: str, replicas: int) -> None:
+    dep = copy.deepcopy(w.store.get("Deployment", w.ns, service))
+    assert dep is not None
+    dep["spec"]["replicas"] = replicas
+    w.store.replace(dep)
+
+
+def test_liveness_under_load_is_quiet_at_night(tmp_path: Path) -> None:
+    """The same change at the 04:00 trough of the daily load: the pods stay far from their limit, no probe is late."""
+    w = World(tmp_path, "hotel", hour=4)
+    kind, fault = w.inject("liveness-under-load", change="search-rightsize-fast-liveness")
+    w.run(minutes=15)
+    assert kind.active(w, fault)
+    assert _liveness_kills(w, "search") == 0
+    assert not kind.mitigated(w, fault)  # latent, not repaired: the probe is still there
+
+
+def test_liveness_under_load(tmp_path: Path) -> None:
+    w = World(tmp_path, "hotel", hour=16)  # the daily peak
+    kind, fault = w.inject("liveness-under-load", change="search-rightsize-fast-liveness")
+    assert fault.component == "service:hotel/search"
+    for _ in range(40):
+        w.tick()
+        assert not kind.mitigated(w, fault)
+        if _liveness_kills(w, "search") >= 4:
+            break
+    assert _liveness_kills(w, "search") >= 4, "no restart cascade"
+    unhealthy = [ev["message"] for ev in w.store.list("Event", "hotel") if ev["reason"] == "Unhealthy"
+                 and ev["involvedObject"]["name"].startswith("search-")]
+    assert any("Liveness probe failed" in m and "context deadline exceeded (Client.Timeout exceeded while "
+               "awaiting headers)" in m for m in unhealthy), unhealthy
+    restarts = sum(p["status"]["containerStatuses"][0]["restartCount"] for p in w.pods("search"))
+    assert restarts >= 2 and len({p["metadata"]["name"] for p in w.pods("search")
+                                  if p["status"]["containerStatuses"][0]["restartCount"]}) >= 2, "only one pod killed"
+    errors = w.cluster.metrics.window("hotel", "frontend", "error_ratio", 20)
+    assert max(errors) > 0.0, "the cascade shows at the callers"
+
+    # wrong: restart the pods (the same probe comes back), then scale up only
+    w.restart("search")
+    w.holds(kind, fault, False, 4, "after a rollout restart")
+    _scale(w, "search", 8)
+    w.holds(kind, fault, False, 10, "after scaling up")
+
+    # the documented repair: revert the change through the pipeline
+    _scale(w, "search", 2)
+    w.pipelines.revert("hotel", fault.change or "", "agent")
+    w.until_mitigated(kind, fault, ticks=40)
+    before = _liveness_kills(w, "search")
+    w.holds(kind, fault, True, 10, "after the revert")
+    assert _liveness_kills(w, "search") == before
