@@ -208,6 +208,8 @@ class Kubelet:
             return None
         c = self.containers.get(pod["metadata"]["uid"]) or self._container_for(pod, node)
         now = self.store.clock()
+        if "initContainers" in pod["spec"] and self.inits is not None and self.inits.pending(pod, c, now):
+            return c  # its init containers first (they may run on at the next ticks)
         self._run(pod, c, now, 0.0)
         if c.state == "running":
             self._run(pod, c, now, 0.0)  # the first pass after the start: probes, readiness
