@@ -61,3 +61,4 @@ def test_init_containers_gate_the_app_container(tmp_path: Path) -> None:
         assert kubectl("-n", "shop", "get", "pod", "bad", "--no-headers").split()[2] == "Init:CrashLoopBackOff"
     finally:
         sim.close()
+
