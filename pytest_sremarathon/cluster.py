@@ -62,6 +62,7 @@ class NetworkKnobs(Protocol):
     cpu_overload_timeouts: bool
     @property
     def clock_skew(self) -> MutableMapping[str, float]: ...  # node -> seconds its clock is off
+    credentials_checked: bool  # do third-party APIs refuse an expired credential here?
 
 
 class RunningContainer(Protocol):

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from .. import yamlio
 from ..k8s.store import iso
+from ..pipeline.service import PipelineError
 from ..provenance import EvidenceRef
 from ..runtime.credentials import credential_env, read_credential
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
@@ -175,6 +176,9 @@ class SecretExpiry(FaultKind):
 
     def inject(self, world: World, fault: Fault) -> None:
         ns, name = fault.app, fault.params["external"]
+        if not world.cluster.network.credentials_checked:
+            raise PipelineError(501, f"an expiring credential for {name} cannot be injected on this cluster (its "
+                                     "third-party calls check no credential); the fault is skipped and recorded")
         users = self._users(world, fault)
         if not users:
             raise ValueError(f"no service of {ns} takes a credential for {name} from a Secret")

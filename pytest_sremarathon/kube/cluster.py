@@ -202,6 +202,9 @@ class KubeNetwork:
         # A node's clock could be stepped with date(1) in its container, but the apps' calls
         # carry no signed tokens on a real cluster: nothing would notice (skipped, recorded).
         self.clock_skew = _Knob(_refuse("a node clock skew"), _allow)
+        # The service runtime's calls to third-party APIs are simulated without a credential
+        # check: an expiring key would change nothing (secret-expiry is skipped, recorded).
+        self.credentials_checked = False
 
     def observe(self, nodes: list[node_faults.NodeInfo]) -> None:
         with self._lock:

@@ -60,6 +60,7 @@ class Network:
     # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
     cpu_overload_timeouts: bool = False
     clock_skew: dict[str, float] = field(default_factory=dict)  # node -> seconds its clock is off (twin/clocks.py)
+    credentials_checked: bool = True  # third-party APIs check the pods' credentials (runtime/credentials.py)
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions

@@ -304,3 +304,17 @@ def test_liveness_under_load(tmp_path: Path) -> None:
     before = _liveness_kills(w, "search")
     w.holds(kind, fault, True, 10, "after the revert")
     assert _liveness_kills(w, "search") == before
+
+
+def test_secret_expiry_is_skipped_where_no_credential_is_checked(tmp_path: Path) -> None:
+    """On a cluster whose third-party calls check no credential (the kube backend) the fault
+    would change nothing: the marathon skips it and records why."""
+    from pytest_sremarathon.kube.cluster import KubeNetwork
+    from pytest_sremarathon.pipeline.service import PipelineError
+
+    assert KubeNetwork(docker=False).credentials_checked is False
+    w = World(tmp_path, "shop")
+    w.cluster.network.credentials_checked = False
+    with pytest.raises(PipelineError, match="cannot be injected on this cluster"):
+        w.inject("secret-expiry", external="payment-provider")
+    assert _credential(w)["expires_at"] == "2026-04-05T00:00:00Z"  # untouched
