@@ -82,6 +82,9 @@ class NetworkKnobs(Protocol):
     @property
     def backends(self) -> MutableMapping[str, SaturableBackend]: ...  # "<ns>/<datastore>" -> its queue
     cpu_overload_timeouts: bool
+    @property
+    def clock_skew(self) -> MutableMapping[str, float]: ...  # node -> seconds its clock is off
+    credentials_checked: bool  # do third-party APIs refuse an expired credential here?
 
 
 class RunningContainer(Protocol):

@@ -23,6 +23,8 @@ from .infrastructure import (
 )
 from .network import NETWORK_KINDS
 from .preemption import PREEMPTION_KINDS
+from .runtime import InitContainerFailing, LivenessUnderLoad
+from .validity import ClockSkew, SecretExpiry
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
@@ -31,7 +33,8 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               TrafficSurge,
                                               DatastoreFailover, CacheStampede,
                                               *AUTOSCALING_KINDS, *DISRUPTION_KINDS,
-                                              *NETWORK_KINDS, *PREEMPTION_KINDS)
+                                              *NETWORK_KINDS, *PREEMPTION_KINDS,
+                                              InitContainerFailing, ClockSkew, SecretExpiry, LivenessUnderLoad)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

@@ -201,6 +201,12 @@ class KubeNetwork:
         self.node_cpu_noise = _Knob(_refuse("a noisy neighbour stealing node CPU"), _allow)
         self.cpu_overload_timeouts = False  # on a real cluster, overload is real
         self.backends = _Knob(_refuse("a backend provisioned below its cold-cache load"), _allow)
+        # A node's clock could be stepped with date(1) in its container, but the apps' calls
+        # carry no signed tokens on a real cluster: nothing would notice (skipped, recorded).
+        self.clock_skew = _Knob(_refuse("a node clock skew"), _allow)
+        # The service runtime's calls to third-party APIs are simulated without a credential
+        # check: an expiring key would change nothing (secret-expiry is skipped, recorded).
+        self.credentials_checked = False
 
     def observe(self, nodes: list[node_faults.NodeInfo]) -> None:
         with self._lock:

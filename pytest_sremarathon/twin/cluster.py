@@ -22,6 +22,7 @@ from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .defaults import apply_defaults
 from .disruption import DisruptionController
+from .init_containers import InitContainers
 from .kubelet import Kubelet
 from .maintenance import NodeMaintenance
 from .priority import builtin_classes
@@ -66,6 +67,7 @@ class TwinCluster:
         # What kubectl exec and attach run in, and the debug pods of utility images.
         self.runtime = Runtime(self.store, self.kubelet, self.traffic, self.network, self.scheduler, self.artifacts)
         self.kubelet.runtime = self.runtime
+        self.kubelet.inits = InitContainers(self.kubelet, self.runtime)
         self._ticks = 0
         self._dt = 30.0  # the last tick's length: the per-pod request rates the autoscaler reads
         self.autoscaler = HorizontalPodAutoscalerController(self.store, self.events, self)
@@ -287,6 +289,8 @@ class TwinCluster:
         c = self.kubelet.by_name.get((namespace, pod))
         if c is None:
             return []
+        if container and container != c.name and self.kubelet.inits is not None:
+            return self.kubelet.inits.logs(c.pod_uid, container, previous) or []
         return list(c.previous_logs if previous else c.logs)
 
     def pod_usage(self, namespace: str, pod: str) -> dict[str, tuple[int, int]]:

@@ -529,7 +529,11 @@ class TwinContainer:
     _requests: int = 0
 
     def now(self) -> datetime:
-        return self.runtime.store.clock()
+        """The container's clock: its node's (``date`` shows a skewed node's time)."""
+        skew = self.runtime.network.clock_skew
+        now = self.runtime.store.clock()
+        node = self.container.node if self.container is not None else ""
+        return now + timedelta(seconds=skew[node]) if skew and node in skew else now
 
     def _rng(self) -> random.Random:
         self._requests += 1
@@ -742,7 +746,8 @@ class Runtime:
         """The exec view of container ``container`` (default: the first) of ``pod``, whose
         runtime state is ``c``. Call with the store lock held."""
         specs = (pod.get("spec") or {}).get("containers") or []
-        spec = next((s for s in specs if s.get("name") == container), specs[0] if specs else {})
+        inits = (pod.get("spec") or {}).get("initContainers") or []  # (an init container's own run)
+        spec = next((s for s in specs + inits if s.get("name") == container), specs[0] if specs else {})
         image = self.image_of(c, str(spec.get("image", "")))
         allocatable = self._allocatable(c)
         ns = pod["metadata"]["namespace"]

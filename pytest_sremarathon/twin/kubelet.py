@@ -33,6 +33,7 @@ from ..runtime.code import (
     format_exception,
     load_module,
 )
+from .probes import ProbeQueue
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -136,6 +137,18 @@ class ContainerRuntime(Protocol):
         ...
 
 
+class InitRunner(Protocol):
+    """The init containers of a pod (``twin/init_containers.py``)."""
+
+    def pending(self, pod: dict[str, Any], c: Container, now: datetime) -> bool:
+        """Advance the pod's init containers; True while its app container must wait."""
+        ...
+
+    def forget(self, uid: str) -> None: ...
+
+    def logs(self, uid: str, name: str, previous: bool) -> Optional[list[tuple[datetime, str]]]: ...
+
+
 class Kubelet:
     def __init__(self, store: Store, events: EventRecorder, artifacts: ArtifactStore, scheduler: Scheduler,
                  router: Router, node_zone: Callable[[str], str]) -> None:
@@ -153,6 +166,8 @@ class Kubelet:
         self._pressured: set[str] = set()  # nodes this kubelet reported DiskPressure on
         self._evictions = 0
         self.runtime: Optional[ContainerRuntime] = None  # utility images, environments (TwinCluster sets it)
+        self.inits: Optional[InitRunner] = None  # init containers (TwinCluster sets it)
+        self.probe_queue = ProbeQueue()  # probes that wait out their timeout behind an overload
 
     # -- public ----------------------------------------------------------------------------
     def container_of(self, namespace: str, pod: str) -> Optional[Container]:
@@ -171,11 +186,16 @@ class Kubelet:
             if not node or node not in up_nodes or not pod_is_active(pod):
                 continue
             c = self.containers.get(uid) or self._container_for(pod, node)
+            if "initContainers" in pod["spec"] and self.inits is not None and self.inits.pending(pod, c, now):
+                continue
             self._run(pod, c, now, dt)
         for uid in list(self.containers):
             if uid not in live_uids:
                 gone = self.containers.pop(uid)
                 self.by_name.pop((gone.namespace, gone.pod_name), None)
+                if self.inits is not None:
+                    self.inits.forget(uid)
+                self.probe_queue.forget(uid)
         if self.disk_pressure or self._pressured:
             self._disk_pressure(up_nodes, now)
 
@@ -188,6 +208,8 @@ class Kubelet:
             return None
         c = self.containers.get(pod["metadata"]["uid"]) or self._container_for(pod, node)
         now = self.store.clock()
+        if "initContainers" in pod["spec"] and self.inits is not None and self.inits.pending(pod, c, now):
+            return c  # its init containers first (they may run on at the next ticks)
         self._run(pod, c, now, 0.0)
         if c.state == "running":
             self._run(pod, c, now, 0.0)  # the first pass after the start: probes, readiness
@@ -284,7 +306,8 @@ class Kubelet:
                 data.update({k: v for k, v in _secret_data(secret).items() if k not in data})
         return data, ""
 
-    def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+    def sandbox(self, pod: dict[str, Any], now: datetime) -> None:
+        """The pod's sandbox: its IP and start time, given once (before its first container)."""
         node = pod["spec"]["nodeName"]
         if not pod["status"].get("podIP"):
             node_obj = self.store.get("Node", None, node)
@@ -294,6 +317,10 @@ class Kubelet:
                 pod["status"]["hostIP"] = next((a["address"] for a in node_obj["status"].get("addresses", [])
                                                 if a["type"] == "InternalIP"), "")
                 pod["status"]["startTime"] = iso(now)
+
+    def _start(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
+        node = pod["spec"]["nodeName"]
+        self.sandbox(pod, now)
         artifact = self._artifact(c.image, c.app, c.service)
         if artifact is None and self.runtime is not None and self.runtime.knows(c.image):
             self._start_utility(pod, spec, c, now)
@@ -422,7 +449,11 @@ class Kubelet:
         liveness = spec.get("livenessProbe")
         if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
             ok, why = self._probe_ok(pod, liveness, spec, c)
-            if not ok:
+            late = self.probe_queue.timeouts(c, liveness, dt) if ok and "httpGet" in liveness else []
+            if late:  # an overloaded pod: some probes waited out their timeout in its queue
+                if self._late_liveness(pod, c, liveness, late, now):
+                    return
+            elif not ok:
                 c.liveness_failures += max(1, int(dt // liveness.get("periodSeconds", 10)))
                 self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
                                    "kubelet", c.node)
@@ -464,6 +495,27 @@ class Kubelet:
             self.events.record(pod, "Warning", "Unhealthy",
                                f"Readiness probe failed: {why.replace('{pod}', pod['status'].get('podIP', ''))}",
                                "kubelet", c.node)
+
+    def _late_liveness(self, pod: dict[str, Any], c: Container, liveness: dict[str, Any], late: list[bool],
+                       now: datetime) -> bool:
+        """This pass's liveness probes against an overloaded pod (``twin/probes.py``: True for
+        each that waited past its timeout): consecutive timeouts up to ``failureThreshold`` kill
+        the container. True if it was killed."""
+        http = liveness["httpGet"]
+        why = (f'Get "http://{pod["status"].get("podIP", "")}:{http.get("port")}{http.get("path", "/")}": '
+               "context deadline exceeded (Client.Timeout exceeded while awaiting headers)")
+        if any(late):
+            self.events.record(pod, "Warning", "Unhealthy", f"Liveness probe failed: {why}", "kubelet", c.node)
+        for timed_out in late:
+            c.liveness_failures = c.liveness_failures + 1 if timed_out else 0
+            if c.liveness_failures >= liveness.get("failureThreshold", 3):
+                self.events.record(pod, "Normal", "Killing",
+                                   f"Container {c.name} failed liveness probe, will be restarted", "kubelet", c.node)
+                self._crash(pod, c, now, "", "Error", 137)
+                c.backoff = 0.0
+                c.next_start = now
+                return True
+        return False
 
     def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         c.memory = self._measure_memory(c)

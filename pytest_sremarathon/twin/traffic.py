@@ -25,6 +25,8 @@ from ..cluster import SaturableBackend
 from ..k8s.objects import serial_resolver
 from ..k8s.store import Store
 from ..runtime.code import Context, Outcome, ServiceError, UpstreamTimeout, format_exception
+from ..runtime.credentials import refusal
+from .clocks import token_rejection
 from .counts import Groups, log_sample
 from .network_policy import PolicyNetwork
 
@@ -60,6 +62,8 @@ class Network:
     # its requests waits in the queue until the caller's timeout (CFS throttling under overload).
     cpu_overload_timeouts: bool = False
     backends: dict[str, SaturableBackend] = field(default_factory=dict)  # "<ns>/<datastore>" -> queue (backend_queue.py)
+    clock_skew: dict[str, float] = field(default_factory=dict)  # node -> seconds its clock is off (twin/clocks.py)
+    credentials_checked: bool = True  # third-party APIs check the pods' credentials (runtime/credentials.py)
 
     def reachable(self, a: str, b: str) -> bool:
         return a == b or frozenset((a, b)) not in self.partitions
@@ -295,6 +299,9 @@ class TrafficEngine:
         if name in self.network.externals_down:
             raise ServiceError(name, 503, f"POST https://{spec.host}/v1/{op}: 503 Service Unavailable",
                                origin=f"external:{name}")
+        refused = refusal(ctx.config_data, name, self._now) if self._now is not None else None
+        if refused is not None:  # the provider's key check (runtime/credentials.py)
+            raise ServiceError(name, 401, f"POST https://{spec.host}/v1/{op}: {refused}", origin=f"external:{name}")
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return {"id": f"{op}_{digest[:16]}", "status": "succeeded"}
 
@@ -434,6 +441,14 @@ class TrafficEngine:
                                                                    service):
             caller.downstream_ms += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
+        if network.clock_skew and caller.container is not None:
+            refused = token_rejection(network.clock_skew, caller.container.node, target.node)
+            if refused is not None:  # the callee's token check fails before its handler runs
+                caller.downstream_ms += hop
+                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self._weight)
+                self._log_error(target, endpoint, f"WARN {endpoint}: rejected call from {ctx.pod}: {refused}", "token")
+                skewed = caller.container.node if network.clock_skew.get(caller.container.node) else target.node
+                raise ServiceError(service, 401, refused, origin=f"node:{skewed}")
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve

@@ -26,6 +26,7 @@ from support.apps import (
     EXPECTED_ALERTS,
     MANIFEST_KINDS,
     NOT_CURATED,
+    RUNTIME_KINDS,
     patch_serial_resolver,
     ship_hotfixed_then_trigger,
     signature_file,
@@ -206,10 +207,10 @@ def test_catalogue_covers_every_change_induced_kind(app: AppSpec) -> None:
     kinds = Counter(c.fault.kind for c in FAULTY if c.fault)
     assert len(FAULTY) >= 12 and len(CATALOGUE) - len(FAULTY) >= 36
     elsewhere = set(NOT_CURATED["hotel"])
-    assert set(kinds) == (CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS) - elsewhere
+    assert set(kinds) == (CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS | RUNTIME_KINDS) - elsewhere
     for kind in elsewhere:
         assert any(c.fault and c.fault.kind == kind for a in ("shop", "social") for c in load_catalogue(APPS_DIR / a)), kind
-    assert set(EXPECTED_ALERTS) == CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS
+    assert set(EXPECTED_ALERTS) == CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS | RUNTIME_KINDS
     authors = Counter(c.author for c in CATALOGUE)
     assert len(authors) >= 8  # many hands, as in a real team
     by_id = {c.id: c for c in CATALOGUE}

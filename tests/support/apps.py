@@ -20,6 +20,8 @@ CONFIG_KINDS = {"config-bad-timeout", "config-wrong-endpoint", "config-feature-f
 MANIFEST_KINDS = {"manifest-memory-limit", "manifest-readiness-probe", "manifest-service-selector",
                   "manifest-target-port", "manifest-replicas-cut", "manifest-zone-affinity", "manifest-image-tag",
                   "manifest-hotfix-undone"}
+# Change kinds of faults/runtime.py (init containers, probes); the hotel curates them.
+RUNTIME_KINDS = {"init-container-failing", "liveness-under-load"}
 
 # Change kinds an app does not curate, and why (another app's catalogue has each; the tests check).
 NOT_CURATED: dict[str, dict[str, str]] = {
@@ -57,6 +59,10 @@ EXPECTED_ALERTS: dict[str, set[str]] = {
     "manifest-image-tag": {"KubePodCrashLooping", "KubeDeploymentRolloutStuck"},
     # once the routine deploy re-applies the bad limit: as for the memory limit itself
     "manifest-hotfix-undone": {"KubeContainerOOMKilled", "KubePodCrashLooping"},
+    # the surge pod never gets past its init container; the old pods keep serving
+    "init-container-failing": NOT_SERVING,
+    # liveness kills of the overloaded pods, and the errors and latency of the cascade
+    "liveness-under-load": {"KubePodCrashLooping", ERRORS, LATENCY},
 }
 # Injected kinds the apps' tests drive by their twin knob (no curated change).
 DNS_DEGRADED_ALERTS = {ERRORS}  # a share of the callers' downstream calls fail after their deadline
