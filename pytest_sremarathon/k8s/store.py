@@ -66,6 +66,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  False, verbs=("create",)),
     ResourceType(_AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
                  False, verbs=("create",)),
+    # Node agents and batch work (twin/daemonsets.py, twin/jobs.py, twin/cronjobs.py); a
+    # ControllerRevision is a DaemonSet's (or a StatefulSet's) template history.
+    ResourceType("apps", "v1", "daemonsets", "daemonset", "DaemonSet", True, ("ds",), categories=_ALL),
+    ResourceType("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", True),
+    ResourceType("batch", "v1", "jobs", "job", "Job", True, categories=_ALL),
+    ResourceType("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",), categories=_ALL),
 )
 #: The review kinds: answered on create, never stored.
 REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})

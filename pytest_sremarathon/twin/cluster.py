@@ -17,7 +17,10 @@ from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
+from .cronjobs import CronJobController
+from .daemonsets import DaemonSetController
 from .defaults import apply_defaults
+from .jobs import JobController
 from .kubelet import Kubelet
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
@@ -42,6 +45,9 @@ class TwinCluster:
         self.controllers = Controllers(self.store, self.events)
         self.endpoints = EndpointsController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
+        self.daemonsets = DaemonSetController(self.store, self.events)
+        self.jobs = JobController(self.store, self.events)
+        self.cronjobs = CronJobController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
         self.traffic = TrafficEngine(self.store, self.network, self.apps)
         self.kubelet = Kubelet(self.store, self.events, self.artifacts, self.scheduler, self.traffic,
@@ -156,10 +162,13 @@ class TwinCluster:
             up = {n for n, ok in self.network.node_up.items() if ok}
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
             self.controllers.reconcile()
+            self._reconcile_batch()
             self.scheduler.reconcile()
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
             self.controllers.reconcile()  # let status reach the deployments in the same tick
+            self.jobs.reconcile()  # … and the Jobs and DaemonSets (a finished pod ends its Job now)
+            self.daemonsets.reconcile()
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
@@ -168,6 +177,40 @@ class TwinCluster:
             self._ticks += 1
             if self._ticks % 20 == 0:
                 self.events.expire()
+
+    def _reconcile_batch(self) -> None:
+        """CronJobs make Jobs, Jobs make pods, DaemonSets keep theirs: each pass is skipped while
+        its inputs' resourceVersions stand still (no such object: nothing at all)."""
+        self.cronjobs.reconcile()
+        self.jobs.reconcile()
+        self.daemonsets.reconcile()
+
+    def _react_batch(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch and node-agent controllers' share of :meth:`react`: the pods they made now."""
+        kind, md = obj.get("kind"), obj.get("metadata") or {}
+        ns = md.get("namespace")
+        owner = obj
+        if kind == "Pod":
+            ref = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
+            if ref is None or ref.get("kind") not in ("DaemonSet", "Job"):
+                return []
+            owner = self.store.get(ref["kind"], ns, ref["name"]) or {}
+        elif kind == "CronJob":
+            self.cronjobs.reconcile()
+        elif kind not in ("DaemonSet", "Job"):
+            return []
+        live = self.store.get(str(owner.get("kind")), ns, (owner.get("metadata") or {}).get("name", "")) \
+            if owner else None
+        if live is None:
+            return []
+        before = self.store.resource_version
+        if live["kind"] == "DaemonSet":
+            self.daemonsets.react(live)
+        elif live["kind"] == "Job":
+            self.jobs.react(live)
+        if self.store.resource_version == before:
+            return []
+        return [p for p in self.store.list("Pod", ns) if not p["spec"].get("nodeName") and pod_is_active(p)]
 
     def react(self, obj: dict[str, Any]) -> None:
         """An API write changed or deleted ``obj`` (the API server calls this under the store
@@ -180,6 +223,7 @@ class TwinCluster:
             replicasets = self.controllers.react(obj)
             pending = [p for rs in replicasets for p in self.store.list("Pod", rs["metadata"]["namespace"])
                        if not p["spec"].get("nodeName") and pod_is_active(p) and is_owned_by(p, rs)]
+            pending += self._react_batch(obj)
             if obj.get("kind") == "Pod":
                 pod = self.store.get("Pod", obj["metadata"].get("namespace"), obj["metadata"]["name"])
                 if pod is not None and not pod["spec"].get("nodeName") and pod_is_active(pod):

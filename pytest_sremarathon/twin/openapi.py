@@ -32,7 +32,7 @@ SERVER_VERSION = {
 METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 
 _STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service", "ReplicationController",
-                 "APIService")
+                 "APIService", "DaemonSet", "Job", "CronJob")
 SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController")  # with a ``/scale`` subresource
 
 
