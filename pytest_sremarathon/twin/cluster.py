@@ -19,9 +19,10 @@ from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
 from .cronjobs import CronJobController
 from .daemonsets import DaemonSetController
-from .defaults import apply_defaults
+from .defaults import apply_defaults, initial_status
 from .jobs import JobController
 from .kubelet import Kubelet
+from .node_agent import node_agent_daemonset
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
 from .traffic import Network, TrafficEngine
@@ -82,6 +83,9 @@ class TwinCluster:
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now
+            agent = apply_defaults(node_agent_daemonset())
+            initial_status(agent)
+            self.store.create(agent)
 
     def _node(self, name: str, zone: str, index: int) -> dict[str, Any]:
         resources = {"cpu": self.topology.node_cpu, "memory": self.topology.node_memory, "pods": "110",
@@ -172,6 +176,7 @@ class TwinCluster:
             now = self.store.clock()
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
+            self._burn_batch_cpu()
             traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
@@ -184,6 +189,14 @@ class TwinCluster:
         self.cronjobs.reconcile()
         self.jobs.reconcile()
         self.daemonsets.reconcile()
+
+    def _burn_batch_cpu(self) -> None:
+        """Running Job pods use CPU without serving traffic: what the next tick's contention
+        (and cAdvisor) sees of them (the traffic engine set every container's use from its work)."""
+        for uid, millicores in self.jobs.cpu_demand().items():
+            c = self.kubelet.containers.get(uid)
+            if c is not None and c.state == "running":
+                c.cpu_millicores = millicores
 
     def _react_batch(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
         """The batch and node-agent controllers' share of :meth:`react`: the pods they made now."""

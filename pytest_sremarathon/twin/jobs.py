@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from ..k8s.objects import EventRecorder, condition, controller_of, pod_is_active, pod_is_ready, set_condition
+from ..k8s.quantity import cpu_millicores
 from ..k8s.store import Store, iso
 from .owned_pods import create_pod, delete_pod
 from .tables import parse_time
@@ -62,6 +63,7 @@ class JobController:
     def __init__(self, store: Store, events: EventRecorder) -> None:
         self.store = store
         self.events = events
+        self._burn: tuple[tuple[int, ...], dict[str, float]] = ((), {})  # Pod version -> pod uid -> millicores
         self._counted: dict[str, set[str]] = {}  # job uid -> its pods already counted succeeded/failed
         self._quiet: tuple[int, ...] = ()
         self._quiet_until = FOREVER
@@ -87,6 +89,19 @@ class JobController:
             del self._counted[uid]
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, wake) if quiet else ((), FOREVER)
+
+    def cpu_demand(self) -> dict[str, float]:
+        """Pod uid -> the millicores each running Job pod burns: batch work is CPU-bound and
+        uses what its limit lets it (its request when unlimited). Recomputed when a Pod moved."""
+        version = self.store.kind_version("Pod", "Job")
+        if self._burn[0] != version:
+            demand: dict[str, float] = {}
+            if self.store.list("Job"):
+                for p in self.store.list("Pod"):
+                    if (controller_of(p) or {}).get("kind") == "Job" and (p.get("status") or {}).get("phase") == "Running":
+                        demand[p["metadata"]["uid"]] = float(sum(_cpu(c) for c in p["spec"].get("containers") or []))
+            self._burn = (version, demand)
+        return self._burn[1]
 
     def react(self, job: dict[str, Any]) -> None:
         """An API write created or changed this Job: its pods now, as the real controller's watch."""
@@ -228,6 +243,11 @@ def delete_job(store: Store, job: dict[str, Any], pods: list[dict[str, Any]]) ->
             store.delete("Pod", p["metadata"]["namespace"], p["metadata"]["name"])
     if store.get("Job", md["namespace"], md["name"]) is job:
         store.delete("Job", md["namespace"], md["name"])
+
+
+def _cpu(container: dict[str, Any]) -> int:
+    resources = container.get("resources") or {}
+    return cpu_millicores((resources.get("limits") or {}).get("cpu") or (resources.get("requests") or {}).get("cpu"))
 
 
 def _snapshot(status: dict[str, Any]) -> tuple[Any, ...]:
