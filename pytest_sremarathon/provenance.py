@@ -43,9 +43,11 @@ ASPECTS: dict[str, tuple[str, ...]] = {
     "ConfigMap": ("data",),
     "Secret": ("data",),
     "Node": ("unschedulable",),
+    "CronJob": ("spec",),
 }
 _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmaps": "ConfigMap",
-                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet"}
+                  "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet",
+                  "cronjobs": "CronJob", "jobs": "Job"}
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
@@ -137,6 +139,8 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
         return {"data": _sig([obj.get("data"), obj.get("binaryData"), obj.get("stringData")])}
     if kind == "Node":
         return {"unschedulable": _sig(bool(spec.get("unschedulable")))}
+    if kind == "CronJob":
+        return {"spec": _sig(spec)}
     return {}
 
 

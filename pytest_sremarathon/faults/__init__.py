@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from .base import Fault, FaultKind, World
+from .batch import BATCH_KINDS
 from .change import CHANGE_KINDS
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
 from .infrastructure import (
@@ -23,7 +24,8 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
                                               SlowDatastore, ExternalOutage, DnsZone, CredentialRotated, DnsDegraded,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
-                                              TrafficSurge)
+                                              TrafficSurge,
+                                              *BATCH_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:
