@@ -21,7 +21,7 @@ from pytest_sremarathon.k8s.objects import pod_is_active
 from pytest_sremarathon.scenario import load_scenario
 
 TOKEN = "batch-agent-token"
-NS = "shop"
+NS = "default"  # (the apps' namespaces run their own CronJobs)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def _nodes(sim: Any) -> list[str]:
 DS = """
 apiVersion: apps/v1
 kind: DaemonSet
-metadata: {name: agent, namespace: shop}
+metadata: {name: agent, namespace: default}
 spec:
   selector: {matchLabels: {name: agent}}
   updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
@@ -124,7 +124,7 @@ def test_a_daemonset_runs_one_pod_per_node_through_cordon_taints_and_rollouts(si
 JOB = """
 apiVersion: batch/v1
 kind: Job
-metadata: {name: %(name)s, namespace: shop}
+metadata: {name: %(name)s, namespace: default}
 spec:
   completions: %(completions)d
   parallelism: %(parallelism)d
@@ -201,7 +201,7 @@ def test_a_failing_job_backs_off_to_its_limit_and_a_deadline_ends_a_slow_one(sim
 CRON = """
 apiVersion: batch/v1
 kind: CronJob
-metadata: {name: %(name)s, namespace: shop}
+metadata: {name: %(name)s, namespace: default}
 spec:
   schedule: "%(schedule)s"
   concurrencyPolicy: %(policy)s
@@ -277,3 +277,21 @@ def test_discovery_and_explain_for_the_batch_kinds(kc: Kubectl) -> None:
         assert kind.upper() in kc("explain", kind).upper()
     bad = kc.run("create", "cronjob", "bad", "--image=busybox", "--schedule=61 * * * *", "-n", NS, check=False)
     assert bad.returncode != 0 and "spec.schedule" in bad.stderr
+
+
+def test_every_node_runs_the_log_shipper_and_a_drain_leaves_it(sim: Any, kc: Kubectl) -> None:
+    agents = [p for p in sim.store.list("Pod", "kube-system") if pod_is_active(p)
+              and p["metadata"]["labels"].get("app.kubernetes.io/name") == "node-log-shipper"]
+    assert sorted(p["spec"]["nodeName"] for p in agents) == sorted(_nodes(sim))
+    node = agents[0]["spec"]["nodeName"]
+    assert "node-log-shipper: tailing /var/log/containers on " + node in kc(
+        "logs", agents[0]["metadata"]["name"], "-n", "kube-system")
+    refused = kc.run("drain", node, "--timeout=30s", check=False)
+    assert refused.returncode != 0 and "cannot delete DaemonSet-managed Pods" in refused.stderr
+    drained = kc.run("drain", node, "--ignore-daemonsets", "--force", "--delete-emptydir-data", "--timeout=60s")
+    assert "ignoring DaemonSet-managed Pods: kube-system/" + agents[0]["metadata"]["name"] in drained.stderr
+    on_node = [p for p in sim.store.list("Pod") if p["spec"].get("nodeName") == node and pod_is_active(p)]
+    assert [p["metadata"]["name"] for p in on_node] == [agents[0]["metadata"]["name"]]
+    sim.run(60)
+    assert sim.store.get("Pod", "kube-system", agents[0]["metadata"]["name"]) is not None  # cordoned: it stays
+    kc("uncordon", node)
