@@ -25,6 +25,7 @@ from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.batch import CronJobFault
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.k8s.objects import owner_ref
+from pytest_sremarathon.prometheus.promql import Engine
 from pytest_sremarathon.twin.defaults import apply_defaults, initial_status
 
 HOTEL = APPS_DIR / "hotel"
@@ -137,6 +138,11 @@ def test_cronjob_failing_effects_wrong_repairs_and_revert(tmp_path: Path) -> Non
     assert ("KubeJobFailed", CRONJOB) in world.firing()
     assert "Failed:BackoffLimitExceeded" in {world.outcome(j) for j in world.jobs()}
     assert "no rate plan store configured (RATE_SOURCE)" in world.job_logs()
+    # … and what Prometheus holds says the same (the rule's PromQL over kube-state-metrics)
+    rule = next(r for r in DEFAULT_RULES if r.name == "KubeJobFailed")
+    result = Engine(world.cluster.prometheus).instant(rule.query, world.clock.now.timestamp()).value
+    assert [(dict(s.labels).get("namespace"), dict(s.labels).get("owner_name")) for s in result.samples] == \
+        [(NS, CRONJOB)], result
     last_success = world.store.get("CronJob", NS, CRONJOB)["status"]["lastSuccessfulTime"]
     # 2. wrong: delete the failed Jobs (the alert clears) — the next run fails again
     for job in world.jobs():
