@@ -63,6 +63,10 @@ class DaemonSetController:
         self.store = store
         self.events = events
         self._quiet: tuple[int, ...] = ()
+        self._hashes: dict[tuple[str, int], str] = {}  # (uid, generation) -> template hash
+        # uid -> (its resourceVersion, the Node and ControllerRevision versions, its pods'
+        # resourceVersions) at a pass that wrote nothing: the same inputs give the same nothing.
+        self._idle: dict[str, tuple[Any, ...]] = {}
 
     def reconcile(self) -> None:
         inputs = self.store.kind_version(*INPUT_KINDS)
@@ -72,9 +76,29 @@ class DaemonSetController:
         daemonsets = self.store.list("DaemonSet")
         if daemonsets:
             nodes = self.store.list("Node")
+            others = self.store.kind_version("Node", "ControllerRevision")
             for ds in daemonsets:
+                uid = ds["metadata"]["uid"]
+                key = (ds["metadata"]["resourceVersion"], others,
+                       tuple(p["metadata"]["resourceVersion"] for p in self._pods(ds)))
+                if self._idle.get(uid) == key:
+                    continue
+                mark = self.store.resource_version
                 self.reconcile_daemonset(ds, nodes)
+                if self.store.resource_version == mark:
+                    self._idle[uid] = key
         self._quiet = inputs if self.store.resource_version == before else ()
+
+    def _pods(self, ds: dict[str, Any]) -> list[dict[str, Any]]:
+        uid = ds["metadata"]["uid"]
+        return [p for p in self.store.list("Pod", ds["metadata"]["namespace"]) if (controller_of(p) or {}).get("uid") == uid]
+
+    def _template_hash(self, ds: dict[str, Any]) -> str:
+        key = (ds["metadata"]["uid"], int(ds["metadata"].get("generation", 1)))
+        h = self._hashes.get(key)
+        if h is None:
+            h = self._hashes[key] = template_hash(ds["spec"]["template"])
+        return h
 
     def react(self, ds: dict[str, Any]) -> None:
         self.reconcile_daemonset(ds, self.store.list("Node"))
@@ -82,11 +106,10 @@ class DaemonSetController:
     # -- one DaemonSet -------------------------------------------------------------------------
     def reconcile_daemonset(self, ds: dict[str, Any], nodes: list[dict[str, Any]]) -> None:
         now = self.store.clock()
-        ns, uid = ds["metadata"]["namespace"], ds["metadata"]["uid"]
         template = ds["spec"]["template"]
         current = self._revision(ds)
         h = current["metadata"]["labels"][HASH_LABEL]
-        pods = [p for p in self.store.list("Pod", ns) if (controller_of(p) or {}).get("uid") == uid]
+        pods = self._pods(ds)
         by_node: dict[str, list[dict[str, Any]]] = {}
         for p in pods:
             if pod_is_active(p):
@@ -173,7 +196,7 @@ class DaemonSetController:
         """The ControllerRevision of the current template, made (or moved to the newest revision
         number, on a rollback) if need be."""
         template = ds["spec"]["template"]
-        h = template_hash(template)
+        h = self._template_hash(ds)
         revisions = self._revisions(ds)
         top = max((int(r.get("revision", 0)) for r in revisions), default=0)
         mine = next((r for r in revisions if r["metadata"]["labels"].get(HASH_LABEL) == h), None)

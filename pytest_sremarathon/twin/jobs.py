@@ -75,12 +75,7 @@ class JobController:
             return
         before = self.store.resource_version
         jobs = self.store.list("Job")
-        by_job: dict[str, list[dict[str, Any]]] = {}
-        if jobs:
-            for p in self.store.list("Pod"):
-                ref = controller_of(p)
-                if ref is not None and ref.get("kind") == "Job":
-                    by_job.setdefault(ref["uid"], []).append(p)
+        by_job = self._pods_by_job(jobs)
         wake = FOREVER
         for job in jobs:
             wake = min(wake, self.reconcile_job(job, by_job.get(job["metadata"]["uid"], []), now))
@@ -90,15 +85,26 @@ class JobController:
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, wake) if quiet else ((), FOREVER)
 
+    def _pods_by_job(self, jobs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """The pods of the unfinished Jobs, by Job uid (a finished Job reads no pod: only the
+        namespaces where a Job runs are looked at)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for ns in sorted({j["metadata"]["namespace"] for j in jobs if not finished(j)}):
+            for p in self.store.list("Pod", ns):
+                ref = controller_of(p)
+                if ref is not None and ref.get("kind") == "Job":
+                    out.setdefault(ref["uid"], []).append(p)
+        return out
+
     def cpu_demand(self) -> dict[str, float]:
         """Pod uid -> the millicores each running Job pod burns: batch work is CPU-bound and
         uses what its limit lets it (its request when unlimited). Recomputed when a Pod moved."""
         version = self.store.kind_version("Pod", "Job")
         if self._burn[0] != version:
             demand: dict[str, float] = {}
-            if self.store.list("Job"):
-                for p in self.store.list("Pod"):
-                    if (controller_of(p) or {}).get("kind") == "Job" and (p.get("status") or {}).get("phase") == "Running":
+            for pods in self._pods_by_job(self.store.list("Job")).values():
+                for p in pods:
+                    if (p.get("status") or {}).get("phase") == "Running":
                         demand[p["metadata"]["uid"]] = float(sum(_cpu(c) for c in p["spec"].get("containers") or []))
             self._burn = (version, demand)
         return self._burn[1]
