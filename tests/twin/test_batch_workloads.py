@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config
 from support.admission import RecordingAdmission
@@ -295,3 +296,52 @@ def test_every_node_runs_the_log_shipper_and_a_drain_leaves_it(sim: Any, kc: Kub
     sim.run(60)
     assert sim.store.get("Pod", "kube-system", agents[0]["metadata"]["name"]) is not None  # cordoned: it stays
     kc("uncordon", node)
+
+
+CONTROL_PLANE = """
+apiVersion: v1
+kind: Node
+metadata:
+  name: control-plane-1
+  labels: {kubernetes.io/hostname: control-plane-1, node-role.kubernetes.io/control-plane: "", topology.kubernetes.io/zone: zone-a}
+spec:
+  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  capacity: {cpu: "4", memory: 16Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True", reason: KubeletReady}]
+"""
+
+
+def test_daemons_follow_nodes_that_join_and_leave_and_honour_the_control_plane_taint(sim: Any, kc: Kubectl) -> None:
+    """A node joins (a control-plane node, tainted) and leaves — the cloud's doing, not the
+    agent's (the policy forbids adding or deleting nodes): the daemons follow."""
+    kc("apply", "-f", "-", input=DS)
+
+    def where(name: str, ns: str = NS) -> list[str]:
+        return sorted(p["spec"]["nodeName"] for p in sim.store.list("Pod", ns) if pod_is_active(p)
+                      and (p["metadata"]["labels"].get("name") == name
+                           or p["metadata"]["labels"].get("app.kubernetes.io/name") == name))
+
+    with sim.store.lock:
+        sim.store.create(yaml.safe_load(CONTROL_PLANE))
+        sim.cluster.network.node_up["control-plane-1"] = True  # its kubelet reports in
+        sim.cluster.network.node_zone["control-plane-1"] = "zone-a"
+    sim.run(30)
+    # the app's agent does not tolerate the control plane's taint; the node agent tolerates all
+    assert "control-plane-1" not in where("agent")
+    assert "control-plane-1" in where("node-log-shipper", "kube-system")
+    kc("patch", "ds", "agent", "-n", NS, "--type=json", "-p",
+       '[{"op":"add","path":"/spec/template/spec/tolerations","value":'
+       '[{"key":"node-role.kubernetes.io/control-plane","operator":"Exists","effect":"NoSchedule"}]}]')
+    sim.run(30)
+    assert "control-plane-1" in where("agent")
+    with sim.store.lock:
+        sim.store.delete("Node", None, "control-plane-1")
+        del sim.cluster.network.node_up["control-plane-1"], sim.cluster.network.node_zone["control-plane-1"]
+    sim.run(30)
+    assert "control-plane-1" not in where("agent") and "control-plane-1" not in where("node-log-shipper", "kube-system")
+    for _ in range(12):  # the rolling update the toleration started goes on once the node is gone
+        sim.run(30)
+    assert where("agent") == sorted(_nodes(sim))
+    kc("delete", "ds", "agent", "-n", NS)
