@@ -48,12 +48,14 @@ ASPECTS: dict[str, tuple[str, ...]] = {
     "StatefulSet": ("template", "replicas", "resources"),
     "PersistentVolumeClaim": ("size",),  # an expansion
     "NetworkPolicy": ("spec",), "ResourceQuota": ("spec",), "LimitRange": ("spec",),
+    "CronJob": ("spec",),
 }
 _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmaps": "ConfigMap",
                   "secrets": "Secret", "nodes": "Node", "pods": "Pod", "replicasets": "ReplicaSet",
                   "horizontalpodautoscalers": "HorizontalPodAutoscaler", "poddisruptionbudgets": "PodDisruptionBudget",
                   "statefulsets": "StatefulSet", "persistentvolumeclaims": "PersistentVolumeClaim",
-                  "networkpolicies": "NetworkPolicy", "resourcequotas": "ResourceQuota", "limitranges": "LimitRange"}
+                  "networkpolicies": "NetworkPolicy", "resourcequotas": "ResourceQuota", "limitranges": "LimitRange",
+                  "cronjobs": "CronJob", "jobs": "Job"}
 POD_TEMPLATE_HASH = "pod-template-hash"
 
 
@@ -145,7 +147,8 @@ def aspects_of(obj: dict[str, Any]) -> dict[str, str]:
         return {"data": _sig([obj.get("data"), obj.get("binaryData"), obj.get("stringData")])}
     if kind == "Node":
         return {"unschedulable": _sig(bool(spec.get("unschedulable")))}
-    if kind in ("HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "ResourceQuota", "LimitRange"):
+    if kind in ("HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "ResourceQuota", "LimitRange",
+                "CronJob"):
         return {"spec": _sig(spec)}
     if kind == "PersistentVolumeClaim":
         return {"size": _sig(((spec.get("resources") or {}).get("requests") or {}).get("storage"))}

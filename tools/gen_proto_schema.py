@@ -16,7 +16,8 @@ from pathlib import Path
 
 FILES = {
     "api": ["core/v1/generated.proto", "apps/v1/generated.proto", "policy/v1/generated.proto",
-            "autoscaling/v1/generated.proto", "rbac/v1/generated.proto", "authorization/v1/generated.proto"],
+            "autoscaling/v1/generated.proto", "rbac/v1/generated.proto", "authorization/v1/generated.proto",
+            "batch/v1/generated.proto"],
     "apimachinery": ["pkg/apis/meta/v1/generated.proto", "pkg/runtime/generated.proto",
                      "pkg/util/intstr/generated.proto", "pkg/api/resource/generated.proto"],
 }
@@ -26,6 +27,8 @@ ROOTS += ["k8s.io.api.apps.v1.Deployment", "k8s.io.api.apps.v1.ReplicaSet", "k8s
           "k8s.io.api.autoscaling.v1.Scale", "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions"]
 ROOTS += ["k8s.io.api.rbac.v1." + k for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
 ROOTS += ["k8s.io.api.authorization.v1." + k for k in ("SelfSubjectAccessReview", "SelfSubjectRulesReview")]
+ROOTS += ["k8s.io.api.apps.v1.DaemonSet", "k8s.io.api.apps.v1.ControllerRevision", "k8s.io.api.batch.v1.Job",
+          "k8s.io.api.batch.v1.CronJob"]
 SCALARS = {"string", "bool", "int32", "int64", "uint32", "uint64", "bytes", "double", "float", "fixed32",
            "fixed64", "sint32", "sint64"}
 FIELD = re.compile(r"^\s*(optional|repeated)?\s*(map<\s*(\w+)\s*,\s*([\w.]+)\s*>|[\w.]+)\s+(\w+)\s*=\s*(\d+)\s*[;\[]")

@@ -173,6 +173,26 @@ def node_cpu_saturation(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[
                    f"Node {name} CPU is saturated", f"CPU usage {cpu / capacity:.0%} of allocatable.")
 
 
+def job_failed(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    """kube-prometheus's KubeJobFailed: an app's Job that ended Failed (it holds while a failed
+    Job is kept: deleting it clears the alert, not its cause). One alert per CronJob (its Jobs
+    come and go under their history limit; ``service`` is the CronJob), or per bare Job."""
+    for ns in apps:
+        failed_by: dict[str, tuple[str, str]] = {}
+        for job in cluster.store.list("Job", ns):
+            failed = condition(job, "Failed")
+            if failed is None or failed.get("status") != "True":
+                continue
+            name = job["metadata"]["name"]
+            owner = next((r.get("name", "") for r in job["metadata"].get("ownerReferences") or []
+                          if r.get("controller") and r.get("kind") == "CronJob"), "")
+            failed_by[owner or name] = (name, failed.get("reason", ""))
+        for owner, (name, reason) in sorted(failed_by.items()):
+            yield (_svc_labels(ns, owner), f"Job {ns}/{name} failed to complete",
+                   f"Job {ns}/{name} failed to complete ({reason}). Removing the failed job after investigation "
+                   "should clear this alert.")
+
+
 SERVICES = "service-slos"
 APPS = "kubernetes-apps"
 RESOURCES = "kubernetes-resources"
@@ -209,4 +229,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("NodeCPUSaturation", "warning", 600, node_cpu_saturation, NODES,
          'sum by (node) (rate(container_cpu_usage_seconds_total[2m]))'
          ' / on (node) kube_node_status_allocatable{resource="cpu"} > 0.9'),
+    Rule("KubeJobFailed", "warning", 900, job_failed, APPS,
+         'max by (namespace, owner_name) (kube_job_failed * on (namespace, job_name) group_left (owner_name)'
+         ' kube_job_owner) > 0'),
 )

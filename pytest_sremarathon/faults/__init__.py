@@ -8,6 +8,7 @@ from typing import Optional
 
 from .autoscaling import AUTOSCALING_KINDS
 from .base import Fault, FaultKind, World
+from .batch import BATCH_KINDS
 from .change import CHANGE_KINDS
 from .datastore import CacheStampede, DatastoreFailover
 from .dependency import CredentialRotated, DnsDegraded, DnsZone, ExternalOutage, SlowDatastore
@@ -34,7 +35,8 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               DatastoreFailover, CacheStampede,
                                               *AUTOSCALING_KINDS, *DISRUPTION_KINDS,
                                               *NETWORK_KINDS, *PREEMPTION_KINDS,
-                                              InitContainerFailing, ClockSkew, SecretExpiry, LivenessUnderLoad)
+                                              InitContainerFailing, ClockSkew, SecretExpiry, LivenessUnderLoad,
+                                              *BATCH_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

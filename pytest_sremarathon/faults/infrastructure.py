@@ -112,6 +112,10 @@ def services_have_ready_pods(world: World, services: set[tuple[str, str]]) -> bo
 
 # -- machines ---------------------------------------------------------------------------------
 
+def _daemon_pod(pod: dict[str, Any]) -> bool:
+    return any(r.get("controller") and r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or [])
+
+
 class NodeFailure(FaultKind):
     """A worker stops (kernel panic, hardware): its kubelet stops reporting, its pods stop
     answering. Kubernetes evicts the pods after five minutes; the repair an SRE owes is to
@@ -137,8 +141,10 @@ class NodeFailure(FaultKind):
         node = world.cluster.store.get("Node", None, fault.params["node"])
         if node is None or not node["spec"].get("unschedulable"):
             return False
+        # A DaemonSet's pod stays bound to its node through a drain (kubectl drain
+        # --ignore-daemonsets), as it does on a real cluster: it is not the workload to move.
         return not any(p["spec"].get("nodeName") == fault.params["node"] and pod_is_active(p)
-                       for p in world.cluster.store.list("Pod"))
+                       and not _daemon_pod(p) for p in world.cluster.store.list("Pod"))
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
         return node_evidence({fault.params["node"]})

@@ -87,6 +87,11 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "limitranges", "limitrange", "LimitRange", True, ("limits",)),
     ResourceType("networking.k8s.io", "v1", "ingresses", "ingress", "Ingress", True, ("ing",)),
     ResourceType("networking.k8s.io", "v1", "ingressclasses", "ingressclass", "IngressClass", False),
+    # Node agents and batch work (twin/daemonsets.py, twin/jobs.py, twin/cronjobs.py); a
+    # ControllerRevision is a DaemonSet's (or a StatefulSet's) template history.
+    ResourceType("apps", "v1", "daemonsets", "daemonset", "DaemonSet", True, ("ds",), categories=_ALL),
+    ResourceType("batch", "v1", "jobs", "job", "Job", True, categories=_ALL),
+    ResourceType("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",), categories=_ALL),
 )
 #: The review kinds: answered on create, never stored.
 REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})

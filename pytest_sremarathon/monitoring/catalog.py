@@ -23,6 +23,7 @@ mesh's client-side metrics report them.
 from __future__ import annotations
 
 from ..prometheus import TSDB
+from .batch_state import METADATA as BATCH_METADATA
 
 #: Classic histogram buckets (seconds): the service runtime's (``runtime/metrics.py``).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -63,6 +64,7 @@ METADATA: dict[str, tuple[str, str]] = {
     "kube_node_status_allocatable": ("gauge", "The allocatable for different resources of a node that are available "
                                               "for scheduling."),
     "kube_deployment_status_condition": ("gauge", "The current status conditions of a deployment."),
+    **BATCH_METADATA,  # Jobs, CronJobs, DaemonSets
     SLO_P99: ("gauge", "The service's latency objective: its 99th percentile, in seconds (app.yaml slo_p99_ms)."),
     "up": ("gauge", "1 if the last scrape of the target succeeded, 0 if it failed."),
     "redis_up": ("gauge", "Information about the Redis instance"),

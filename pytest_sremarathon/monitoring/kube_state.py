@@ -22,6 +22,7 @@ from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store
 from ..prometheus import TSDB
 from ..prometheus.tsdb import Block
+from .batch_state import cronjob_samples, daemonset_samples, job_samples
 
 KSM_JOB = "kube-state-metrics"
 KSM_INSTANCE = "kube-state-metrics.monitoring.svc:8080"
@@ -70,7 +71,8 @@ class KubeState:
     def collect(self, t: float, store: Store, usage: Iterable[ContainerUsage]) -> None:
         """Append this scrape's samples at ``t``: every Pod's, Deployment's and Node's, and
         every container's usage."""
-        for kind, fn in (("Pod", self._pod), ("Deployment", self._deployment), ("Node", self._node)):
+        for kind, fn in (("Pod", self._pod), ("Deployment", self._deployment), ("Node", self._node),
+                         ("Job", self._job), ("CronJob", self._cronjob), ("DaemonSet", self._daemonset)):
             (version,) = store.kind_version(kind)
             got = self._kinds.get(kind)
             if got is None or not version or got[0] != version:
@@ -219,6 +221,15 @@ class KubeState:
         lab = self._labels
         return [(lab("kube_persistentvolumeclaim_status_phase", **cl, phase=p), 1.0 if p == phase else 0.0)
                 for p in ("Bound", "Lost", "Pending")]
+
+    def _job(self, job: dict[str, Any]) -> Samples:
+        return job_samples(self._labels, job)
+
+    def _cronjob(self, cj: dict[str, Any]) -> Samples:
+        return cronjob_samples(self._labels, cj)
+
+    def _daemonset(self, ds: dict[str, Any]) -> Samples:
+        return daemonset_samples(self._labels, ds)
 
     def _node(self, node: dict[str, Any]) -> Samples:
         name = node["metadata"]["name"]

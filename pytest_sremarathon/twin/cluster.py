@@ -20,11 +20,15 @@ from .admission_quota import QuotaController
 from .autoscaler import HorizontalPodAutoscalerController
 from .containers import Runtime
 from .controllers import Controllers, EndpointsController, NodeLifecycleController
-from .defaults import apply_defaults
+from .cronjobs import CronJobController
+from .daemonsets import DaemonSetController
+from .defaults import apply_defaults, initial_status
 from .disruption import DisruptionController
 from .init_containers import InitContainers
+from .jobs import JobController
 from .kubelet import Kubelet
 from .maintenance import NodeMaintenance
+from .node_agent import node_agent_daemonset
 from .priority import builtin_classes
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
@@ -53,6 +57,9 @@ class TwinCluster:
         self.endpoints = EndpointsController(self.store)
         self.quotas = QuotaController(self.store)
         self.node_lifecycle = NodeLifecycleController(self.store, self.events)
+        self.daemonsets = DaemonSetController(self.store, self.events)
+        self.jobs = JobController(self.store, self.events)
+        self.cronjobs = CronJobController(self.store, self.events)
         self.scheduler = Scheduler(self.store, self.events)
         self.statefulsets = StatefulSetController(self.store, self.events)
         self.volumes = VolumeController(self.store, self.events)
@@ -102,6 +109,9 @@ class TwinCluster:
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now
+            agent = apply_defaults(node_agent_daemonset())
+            initial_status(agent)
+            self.store.create(agent)
 
     def _node(self, name: str, zone: str, index: int) -> dict[str, Any]:
         resources = {"cpu": self.topology.node_cpu, "memory": self.topology.node_memory, "pods": "110",
@@ -188,6 +198,7 @@ class TwinCluster:
             self.controllers.reconcile()
             self.statefulsets.reconcile()
             self.volumes.reconcile()
+            self._reconcile_batch()
             self.scheduler.reconcile()
             self.kubelet.tick(up, dt)
             self.endpoints.reconcile()
@@ -197,17 +208,62 @@ class TwinCluster:
             self.statefulsets.reconcile()  # … and the stateful sets (the next ordinal once one is ready)
             self.volumes.reconcile()  # the new ordinal's claim gets its class at once, as admission gives it
             self.quotas.reconcile()
+            self.jobs.reconcile()  # … and the Jobs and DaemonSets (a finished pod ends its Job now)
+            self.daemonsets.reconcile()
             now = self.store.clock()
             if self.network.backends:  # a backend provisioned below its cold-cache load
                 backend_queue.tick(self.network, self.kubelet, self.traffic.samples, dt)
             self.traffic.prepare(now, rng)
             samples = self.traffic.run(dt, self.rps)
+            self._burn_batch_cpu()
             traffic = self.scraper.scrape(now, dt, rng, samples, self.traffic.routable())
             self.volume_usage.advance(now.timestamp(), dt, traffic)
             self._record_metrics(now, dt, traffic)
             self._ticks += 1
             if self._ticks % 20 == 0:
                 self.events.expire()
+
+    def _reconcile_batch(self) -> None:
+        """CronJobs make Jobs, Jobs make pods, DaemonSets keep theirs: each pass is skipped while
+        its inputs' resourceVersions stand still (no such object: nothing at all)."""
+        self.cronjobs.reconcile()
+        self.jobs.reconcile()
+        self.daemonsets.reconcile()
+
+    def _burn_batch_cpu(self) -> None:
+        """Running Job pods use CPU without serving traffic: what the next tick's contention
+        (and cAdvisor) sees of them (the traffic engine set every container's use from its work)."""
+        for uid, millicores in self.jobs.cpu_demand().items():
+            c = self.kubelet.containers.get(uid)
+            if c is not None and c.state == "running":
+                c.cpu_millicores = millicores
+
+    def _react_batch(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch and node-agent controllers' share of :meth:`react`: the pods they made now."""
+        kind, md = obj.get("kind"), obj.get("metadata") or {}
+        ns = md.get("namespace")
+        owner = obj
+        if kind == "Pod":
+            ref = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
+            if ref is None or ref.get("kind") not in ("DaemonSet", "Job"):
+                return []
+            owner = self.store.get(ref["kind"], ns, ref["name"]) or {}
+        elif kind == "CronJob":
+            self.cronjobs.reconcile()
+        elif kind not in ("DaemonSet", "Job"):
+            return []
+        live = self.store.get(str(owner.get("kind")), ns, (owner.get("metadata") or {}).get("name", "")) \
+            if owner else None
+        if live is None:
+            return []
+        before = self.store.resource_version
+        if live["kind"] == "DaemonSet":
+            self.daemonsets.react(live)
+        elif live["kind"] == "Job":
+            self.jobs.react(live)
+        if self.store.resource_version == before:
+            return []
+        return [p for p in self.store.list("Pod", ns) if not p["spec"].get("nodeName") and pod_is_active(p)]
 
     def react(self, obj: dict[str, Any]) -> None:
         """An API write changed or deleted ``obj`` (the API server calls this under the store
@@ -223,6 +279,7 @@ class TwinCluster:
             pending += [p for p in self.statefulsets.react(obj)
                         if not p["spec"].get("nodeName") and pod_is_active(p)]
             self.volumes.reconcile()  # a no-op unless a claim, volume or class changed
+            pending += self._react_batch(obj)
             if obj.get("kind") == "Pod":
                 pod = self.store.get("Pod", obj["metadata"].get("namespace"), obj["metadata"]["name"])
                 if pod is not None and not pod["spec"].get("nodeName") and pod_is_active(pod):

@@ -634,11 +634,19 @@ class NodeLifecycleController:
         if not taint_time or (now - _parse_time(taint_time, now)).total_seconds() < EVICTION_SECONDS:
             return
         for pod in list(self.store.list("Pod")):
-            if pod["spec"].get("nodeName") == node["metadata"]["name"]:
+            if pod["spec"].get("nodeName") == node["metadata"]["name"] and not _tolerates_for_ever(pod):
                 self.events.record(pod, "Normal", "TaintManagerEviction",
                                    f"Marking for deletion Pod {pod['metadata']['namespace']}/{pod['metadata']['name']}",
                                    "taint-eviction-controller")
                 self.store.delete("Pod", pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+
+def _tolerates_for_ever(pod: dict[str, Any]) -> bool:
+    """A pod that tolerates the unreachable NoExecute taint without ``tolerationSeconds`` (a
+    DaemonSet's) is never evicted by the taint manager: it stays bound to its node."""
+    return any(t.get("key") in (UNREACHABLE_TAINT, None, "") and t.get("effect") in ("NoExecute", None, "")
+               and t.get("operator") == "Exists" and t.get("tolerationSeconds") is None
+               for t in pod["spec"].get("tolerations") or [])
 
 
 def _set_taint(node: dict[str, Any], key: str, effect: str, now: datetime) -> bool:

@@ -30,7 +30,8 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 #: kinds whose ``status`` is only writable through the ``/status`` subresource
 STATUS_SUBRESOURCE = frozenset({"Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service",
                                 "ReplicationController", "APIService", "HorizontalPodAutoscaler",
-                                "PodDisruptionBudget", "StatefulSet", "PersistentVolumeClaim", "PersistentVolume"})
+                                "PodDisruptionBudget", "StatefulSet", "PersistentVolumeClaim", "PersistentVolume",
+                                "DaemonSet", "Job", "CronJob"})
 
 
 # -- defaulting --------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ _DEFAULTERS = {
 
 
 def apply_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    fn = _DEFAULTERS.get(obj.get("kind", ""))
+    fn = _DEFAULTERS.get(obj.get("kind", "")) or _BATCH_DEFAULTERS.get(obj.get("kind", ""))
     if fn:
         fn(obj)
     return obj
@@ -209,6 +210,8 @@ def initial_status(obj: dict[str, Any]) -> None:
     elif kind == "PodDisruptionBudget":  # the four counts are required
         obj["status"] = {"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0,
                          "observedGeneration": 0}
+    elif kind in _BATCH_STATUS:
+        obj["status"] = copy.deepcopy(_BATCH_STATUS[kind])
     elif kind == "Namespace":
         obj["status"] = {"phase": "Active"}
     elif kind == "Service":
@@ -483,6 +486,8 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
         validate_class(obj)
     elif kind in _VALIDATORS:
         _VALIDATORS[kind](errs, obj, old)
+    elif kind in ("DaemonSet", "Job", "CronJob"):
+        _validate_batch(errs, obj, old)
     errs.raise_for(kind, name)
 
 
@@ -604,3 +609,114 @@ def _validate_pvc(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, An
 _VALIDATORS: dict[str, Callable[[_Errors, dict[str, Any], Optional[dict[str, Any]]], None]] = {
     "StatefulSet": _validate_statefulset, "PersistentVolumeClaim": _validate_pvc,
 }
+
+
+# -- DaemonSet, Job, CronJob (the real defaulters and the checks clients meet) ----------------
+
+def _default_daemonset(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        ru = strategy.setdefault("rollingUpdate", {})
+        ru.setdefault("maxUnavailable", 1)
+        ru.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _default_template(spec)
+
+
+def _default_job_spec(spec: dict[str, Any]) -> None:
+    # Neither completions nor parallelism set: one pod to one success (the real defaulter).
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _default_template(spec)
+
+
+def _default_job(obj: dict[str, Any]) -> None:
+    _default_job_spec(obj.setdefault("spec", {}))
+
+
+def _default_cronjob(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    template = spec.get("jobTemplate")
+    if isinstance(template, dict):
+        template.setdefault("metadata", {})
+        if isinstance(template.get("spec"), dict):
+            # The API server defaults a CronJob's job template as the pod template of a Job
+            # (completions and parallelism stay as written: a Job made from it is defaulted then).
+            _default_template(template["spec"])
+
+
+_BATCH_DEFAULTERS = {"DaemonSet": _default_daemonset, "Job": _default_job, "CronJob": _default_cronjob}
+#: Status fields the typed clients require (not omitempty in Go).
+_BATCH_STATUS: dict[str, dict[str, Any]] = {
+    "DaemonSet": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
+                  "numberReady": 0},
+    "Job": {},
+    "CronJob": {},
+}
+
+
+def _validate_batch(errs: _Errors, obj: dict[str, Any], old: Optional[dict[str, Any]]) -> None:
+    from .cron import CronError, parse_schedule, zone  # noqa: PLC0415 (a leaf module; only on these writes)
+    kind = obj.get("kind")
+    sent = obj.get("spec")
+    spec: dict[str, Any] = sent if isinstance(sent, dict) else {}
+    if kind == "CronJob":
+        schedule = spec.get("schedule")
+        if not schedule:
+            errs.required("spec.schedule")
+        else:
+            try:
+                parse_schedule(str(schedule))
+            except CronError as e:
+                errs.invalid("spec.schedule", schedule, str(e))
+        if spec.get("timeZone") is not None and zone(str(spec["timeZone"])) is None:
+            errs.invalid("spec.timeZone", spec["timeZone"], "unknown time zone " + str(spec["timeZone"]))
+        policy = spec.get("concurrencyPolicy")
+        if policy not in (None, "Allow", "Forbid", "Replace"):
+            errs.unsupported("spec.concurrencyPolicy", policy, ["Allow", "Forbid", "Replace"])
+        job = (spec.get("jobTemplate") or {}).get("spec")
+        if not isinstance(job, dict):
+            errs.required("spec.jobTemplate.spec.template.spec.containers")
+            return
+        spec, prefix = job, "spec.jobTemplate.spec"
+    else:
+        prefix = "spec"
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        errs.required(f"{prefix}.template.spec.containers")
+        return
+    _validate_pod_spec(errs, template.get("spec"), f"{prefix}.template.spec")
+    rp = (template.get("spec") or {}).get("restartPolicy")
+    if kind == "DaemonSet":
+        selector = spec.get("selector")
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if not selector:
+            errs.required("spec.selector")
+        elif not match_selector_object(selector, labels):
+            errs.invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
+        if rp not in (None, "Always"):
+            errs.unsupported("spec.template.spec.restartPolicy", rp, ["Always"])
+        if old is not None and selector and (old.get("spec") or {}).get("selector") != selector:
+            errs.invalid("spec.selector", selector, "field is immutable")
+    elif rp not in ("OnFailure", "Never"):
+        errs.unsupported(f"{prefix}.template.spec.restartPolicy", rp or "Always", ["OnFailure", "Never"])
+    for field in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "parallelism", "completions"):
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            errs.invalid(f"{prefix}.{field}", value, "must be greater than or equal to 0")
+    if kind == "Job" and old is not None and isinstance(old.get("spec"), dict):
+        if old["spec"].get("template") != spec.get("template") and not old["spec"].get("suspend"):
+            errs.invalid("spec.template", "core.PodTemplateSpec{...}", "field is immutable")
+        if old["spec"].get("completions") != spec.get("completions"):
+            errs.invalid("spec.completions", spec.get("completions"), "field is immutable")

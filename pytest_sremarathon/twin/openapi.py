@@ -34,7 +34,7 @@ METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 
 _STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Service", "ReplicationController",
                  "APIService", "HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet",
-                 "PersistentVolumeClaim", "PersistentVolume")
+                 "PersistentVolumeClaim", "PersistentVolume", "DaemonSet", "Job", "CronJob")
 SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet")  # with a ``/scale`` subresource
 
 

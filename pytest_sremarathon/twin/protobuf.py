@@ -52,6 +52,9 @@ _KEEP_ZERO = frozenset({
     "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "runAsNonRoot", "gracePeriodSeconds",
     "activeDeadlineSeconds", "priority", "shareProcessNamespace", "setHostnameAsFQDN", "optional", "defaultMode",
     "exitCode", "restartCount", "port", "containerPort", "orphanDependents", "ready", "started",
+    # Jobs and CronJobs (pointers in Go: a zero backoffLimit or a false suspend is what was meant)
+    "parallelism", "completions", "backoffLimit", "suspend", "ttlSecondsAfterFinished", "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "manualSelector",
 })
 _GO_ZERO_TIME = -62135596800
 

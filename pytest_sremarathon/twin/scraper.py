@@ -209,6 +209,7 @@ class TwinScraper:
             if c.state == "running":
                 running[(c.namespace, c.service)] = running.get((c.namespace, c.service), 0) + 1
         procs: list[tuple[Any, ...]] = []
+        others: list[str] = []  # a Job's or a node agent's containers: cAdvisor only, no app process
         for uid, c in containers.items():
             if c.namespace not in self.apps:
                 continue
@@ -221,6 +222,9 @@ class TwinScraper:
                 if up:
                     usage.append(ContainerUsage(c.namespace, c.pod_name, c.name, c.node, c.image, cpu[0],
                                                 float(self.kubelet.memory_of(c))))
+            if c.service not in self.apps[c.namespace].services:
+                others.append(uid)
+                continue
             ip = self._ip(uid, c)
             flavour = self._flavours.get((c.namespace, c.service))
             clients = sum(running.get((c.namespace, svc), 0) for svc in self._clients[(c.namespace, c.service)]) \
@@ -230,8 +234,8 @@ class TwinScraper:
             if ip:
                 port = DATASTORES[flavour][1] if flavour else 8080
                 targets.append(self._target(c, ip, port, up, node_up))
-        if len(self._cpu) > len(procs):  # (every process is in _cpu: else none is gone)
-            live = {p[0] for p in procs}
+        if len(self._cpu) > len(procs) + len(others):  # (every process is in _cpu: else none is gone)
+            live = {p[0] for p in procs} | set(others)
             for uid in [u for u in self._cpu if u not in live]:
                 del self._cpu[uid]
                 self._ips.pop(uid, None)

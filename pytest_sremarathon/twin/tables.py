@@ -492,10 +492,28 @@ def _statefulset(obj: dict[str, Any], now: datetime) -> list[Any]:
             since(md.get("creationTimestamp"), now), names, images]
 
 
+# -- DaemonSet, ControllerRevision, Job, CronJob (printDaemonSet, printControllerRevision,
+# printJob, printCronJob) ---------------------------------------------------------------------
+
+def _daemonset(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    template = spec.get("template") or {}
+    names, images = _containers(template)
+    node_selector = (template.get("spec") or {}).get("nodeSelector") or {}
+    return [md["name"], int(status.get("desiredNumberScheduled") or 0), int(status.get("currentNumberScheduled") or 0),
+            int(status.get("numberReady") or 0), int(status.get("updatedNumberScheduled") or 0),
+            int(status.get("numberAvailable") or 0),
+            ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())) or "<none>",
+            since(md.get("creationTimestamp"), now), names, images, selector_string(spec.get("selector"))]
+
+
 def _controller_revision(obj: dict[str, Any], now: datetime) -> list[Any]:
     md = obj["metadata"]
     ref = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
-    owner = f"{ref['kind'].lower()}.{ref['apiVersion'].split('/')[0]}/{ref['name']}" if ref else "<none>"
+    owner = "<none>"
+    if ref is not None:
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        owner = f"{ref.get('kind', '').lower()}{'.' + group if group else ''}/{ref.get('name', '')}"
     return [md["name"], owner, int(obj.get("revision") or 0), since(md.get("creationTimestamp"), now)]
 
 
@@ -537,8 +555,6 @@ def _storage_class(obj: dict[str, Any], now: datetime) -> list[Any]:
 PRINTERS.update({
     "StatefulSet": (_cols(("Name",), ("Ready",), ("Age",), ("Containers", "string", 1), ("Images", "string", 1)),
                     _statefulset),
-    "ControllerRevision": (_cols(("Name",), ("Controller",), ("Revision", "integer"), ("Age",)),
-                           _controller_revision),
     "PersistentVolumeClaim": (_cols(("Name",), ("Status",), ("Volume",), ("Capacity",), ("Access Modes",),
                                     ("StorageClass",), ("VolumeAttributesClass",), ("Age",),
                                     ("VolumeMode", "string", 1)), _pvc),
@@ -547,6 +563,60 @@ PRINTERS.update({
                                ("VolumeMode", "string", 1)), _pv),
     "StorageClass": (_cols(("Name",), ("Provisioner",), ("ReclaimPolicy",), ("VolumeBindingMode",),
                            ("AllowVolumeExpansion", "boolean"), ("Age",)), _storage_class),
+})
+
+
+def _job_status(obj: dict[str, Any]) -> str:
+    conditions = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    if "Complete" in conditions:
+        return "Complete"
+    if "Failed" in conditions:
+        return "Failed"
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    for type_ in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if type_ in conditions:
+            return type_
+    return "Running"
+
+
+def _job(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif int(spec.get("parallelism") or 1) > 1:
+        completions = f"{succeeded}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{succeeded}/1"
+    start, end = parse_time(status.get("startTime")), parse_time(status.get("completionTime"))
+    duration = "" if start is None else human_duration(((end or now) - start).total_seconds())
+    names, images = _containers(spec.get("template") or {})
+    return [md["name"], _job_status(obj), completions, duration, since(md.get("creationTimestamp"), now), names,
+            images, selector_string(spec.get("selector"))]
+
+
+def _cronjob(obj: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
+    job = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    names, images = _containers(job.get("template") or {})
+    suspend = spec.get("suspend")
+    last = status.get("lastScheduleTime")
+    return [md["name"], spec.get("schedule", ""), spec.get("timeZone") or "<none>",
+            "<unset>" if suspend is None else str(bool(suspend)), len(status.get("active") or []),
+            since(last, now) if last else "<none>", since(md.get("creationTimestamp"), now), names, images,
+            selector_string(job.get("selector"))]
+
+
+_WORKLOAD_WIDE = (("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1))
+PRINTERS.update({
+    "DaemonSet": (_cols(("Name",), ("Desired", "integer"), ("Current", "integer"), ("Ready", "integer"),
+                        ("Up-to-date", "integer"), ("Available", "integer"), ("Node Selector",), ("Age",),
+                        *_WORKLOAD_WIDE), _daemonset),
+    "ControllerRevision": (_cols(("Name",), ("Controller",), ("Revision", "integer"), ("Age",)), _controller_revision),
+    "Job": (_cols(("Name",), ("Status",), ("Completions",), ("Duration",), ("Age",), *_WORKLOAD_WIDE), _job),
+    "CronJob": (_cols(("Name",), ("Schedule",), ("Timezone",), ("Suspend", "boolean"), ("Active", "integer"),
+                      ("Last Schedule",), ("Age",), *_WORKLOAD_WIDE), _cronjob),
 })
 
 

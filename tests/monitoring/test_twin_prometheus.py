@@ -148,7 +148,7 @@ def test_a_node_down_takes_its_targets_down(shop: Shop) -> None:
     node = "worker-b1"
     shop.cluster.network.node_up[node] = False
     shop.run(60)
-    pods = {s["metric"]["pod"] for s in shop.query(f'kube_pod_info{{node="{node}"}}')}
+    pods = {s["metric"]["pod"] for s in shop.query(f'kube_pod_info{{node="{node}", namespace="shop"}}')}
     assert pods
     down = {s["metric"]["pod"] for s in shop.query('up{namespace="shop"} == 0')}
     assert down == pods

@@ -19,10 +19,6 @@ VENDORED = Path(__file__).resolve().parents[1] / "vendor" / "kubernetes_client_e
 
 #: The tests that fail on the twin, and why (keep README's list the same).
 EXPECTED_FAILURES = {
-    "test_apps.py::TestClientApps::test_create_daemonset":
-        "DaemonSet (apps/v1) is not served yet (issue 18 item 1)",
-    "test_batch.py::TestClientBatch::test_job_apis":
-        "Job (batch/v1) is not served yet (issue 18 item 1)",
     "test_client.py::TestClient::test_portforward_raw":
         "port-forward: the pod runs the test's own Python TCP server; simulated containers listen on no port",
     "test_client.py::TestClient::test_portforward_http":
@@ -78,4 +74,4 @@ def test_the_official_clients_e2e_suite_passes_on_the_twin(tmp_path: Path,
     report = run.stdout[-6000:]
     assert failed - set(EXPECTED_FAILURES) == set(), report
     assert set(EXPECTED_FAILURES) - failed == set(), "these pass now: drop them from EXPECTED_FAILURES and README"
-    assert len(results) == 45 and len(results) - len(failed) == 41
+    assert len(results) == 45 and len(results) - len(failed) == 43
