@@ -275,7 +275,14 @@ class Provenance:
                               if r.get("kind") == "ReplicaSet"), None)
                 self._pod_events.append((type_, md.get("namespace", ""), md.get("name", ""), owner))
         elif kind in ASPECTS:
-            self._dirty[(kind, md.get("namespace", "") or "", md.get("name", ""))] = None
+            key = (kind, md.get("namespace", "") or "", md.get("name", ""))
+            if self.store.writer == "controller" and type_ != "DELETED":
+                # A control loop's spec write (an autoscaler's replicas, a maintenance cordon) is
+                # the orchestrator's, even right after a client touched the same object.
+                self._dirty.pop(key, None)
+                self._settle(obj, Cause("orchestrator", self.store.clock()))
+            else:
+                self._dirty[key] = None
 
     def _match(self, kind: str, ns: Optional[str], name: str, only: Optional[str]) -> Optional[Cause]:
         best: Optional[_Expected] = None

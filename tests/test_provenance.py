@@ -128,6 +128,22 @@ def test_metadata_touches_cause_nothing(twin: ShopTwin) -> None:
     assert twin.provenance.drain_effects() == []
 
 
+def test_an_autoscalers_rescale_right_after_an_agents_touch_is_not_the_agents(twin: ShopTwin) -> None:
+    """The adversary annotates every Deployment every step: a rescale its HPA makes in the next
+    tick is the autoscaler's, not the touch's (a sprayer must not earn replica repairs)."""
+    hpa = twin.store.get("HorizontalPodAutoscaler", NS, "frontend")
+    assert hpa is not None, "the shop autoscales its storefront"
+    before = twin.store.get("Deployment", NS, "frontend")["spec"]["replicas"]
+    twin.agent("kube/shop/deployments/frontend", lambda: twin.annotate("frontend"))
+    hpa["spec"]["minReplicas"] = hpa["spec"]["maxReplicas"] = before + 1  # the orchestrator's hand
+    twin.store.touch(hpa, spec_changed=True)
+    twin.provenance.observe(only="orchestrator")
+    twin.run(1)
+    assert twin.store.get("Deployment", NS, "frontend")["spec"]["replicas"] == before + 1  # the HPA acted
+    assert not twin.provenance.cause_of(EvidenceRef("Deployment", NS, "frontend", "replicas")).by_agent
+    assert twin.provenance.drain_effects() == []
+
+
 def test_the_replacement_of_a_pod_the_agent_deleted_is_the_agents(twin: ShopTwin) -> None:
     pod = twin.pods("cart")[0]["metadata"]["name"]
     action = twin.agent(f"kube/shop/pods/{pod}", lambda: twin.store.delete("Pod", NS, pod))

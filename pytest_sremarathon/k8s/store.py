@@ -10,6 +10,7 @@ resourceVersion and append to the watch history — the same contract etcd gives
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import itertools
 import json
@@ -192,6 +193,11 @@ class Store:
     # Called as ``listener(type, obj)`` for every recorded change, under the lock: observers
     # that must not miss a change between two looks (provenance) note what moved here.
     listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    #: Who is writing now, for the listeners: ``"controller"`` while a control loop that changes
+    #: specs (the autoscaler's replica counts, maintenance's cordons) writes, else None (the API,
+    #: the pipeline, the orchestrator). Provenance must not credit such a write to the last client
+    #: that touched the object (see :meth:`acting`).
+    writer: Optional[str] = None
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
 
     def __post_init__(self) -> None:
@@ -240,6 +246,17 @@ class Store:
         return [obj for obj in ordered if matches_labels(obj, labels)]
 
     # -- writing ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def acting(self, writer: str) -> Iterator[None]:
+        """Mark the writes made inside as ``writer``'s (under the lock: a request thread's write
+        cannot slip in under the mark)."""
+        with self.lock:
+            before, self.writer = self.writer, writer
+            try:
+                yield
+            finally:
+                self.writer = before
+
     def _next_rv(self) -> int:
         self._rv += 1
         return self._rv

@@ -191,10 +191,12 @@ class TwinCluster:
 
     def tick(self, dt: float, rng: random.Random) -> None:
         with self.store.lock:
-            self.maintenance.reconcile()  # scheduled host maintenance: drain, or the host goes
+            with self.store.acting("controller"):  # their spec writes are no client's (provenance)
+                self.maintenance.reconcile()  # scheduled host maintenance: drain, or the host goes
             up = {n for n, ok in self.network.node_up.items() if ok}
             self.node_lifecycle.reconcile(self.kubelet.heartbeats)
-            self.autoscaler.reconcile()  # on the measurements of the tick before, as metrics lag
+            with self.store.acting("controller"):
+                self.autoscaler.reconcile()  # on the measurements of the tick before, as metrics lag
             self.controllers.reconcile()
             self.statefulsets.reconcile()
             self.volumes.reconcile()

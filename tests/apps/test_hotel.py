@@ -62,7 +62,8 @@ def app() -> AppSpec:
 CATALOGUE: list[CuratedChange] = load_catalogue(APP_ROOT)
 #: The faulty changes of the code, config and manifest kinds (the batch kinds' own,
 #: rate-refresh-*, have their tests in tests/faults/test_batch_kinds.py).
-FAULTY = [c for c in CATALOGUE if c.faulty and c.fault and c.fault.kind in CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS]
+FAULTY = [c for c in CATALOGUE if c.faulty and c.fault
+          and c.fault.kind in CODE_KINDS | CONFIG_KINDS | MANIFEST_KINDS | RUNTIME_KINDS]
 BENIGN = [c for c in CATALOGUE if not c.faulty]
 
 

@@ -19,13 +19,15 @@ CONFIG_KINDS = {"config-bad-timeout", "config-wrong-endpoint", "config-feature-f
                 "config-env-removed", "config-percentage-rollout"}
 MANIFEST_KINDS = {"manifest-memory-limit", "manifest-readiness-probe", "manifest-service-selector",
                   "manifest-target-port", "manifest-replicas-cut", "manifest-zone-affinity", "manifest-image-tag",
-                  "manifest-hotfix-undone"}
+                  "manifest-hotfix-undone", "manifest-claim-unbindable"}
 # Change kinds of faults/runtime.py (init containers, probes); the hotel curates them.
 RUNTIME_KINDS = {"init-container-failing", "liveness-under-load"}
 
 # Change kinds an app does not curate, and why (another app's catalogue has each; the tests check).
 NOT_CURATED: dict[str, dict[str, str]] = {
-    "hotel": {"code-schema-migration": "no hotel change rewrites a record layout yet (social's post-storage has it)"},
+    "hotel": {"code-schema-migration": "no hotel change rewrites a record layout yet (social's post-storage has it)",
+              "manifest-claim-unbindable": "no hotel service mounts a claim of its own (the shop's recommendation and "
+                                           "social's media-upload do)"},
     "social": {"code-dependency-bump": "the social services vendor no library a bump could change (the hotel's "
                                        "dateparse and the shop's moneyparse have it)"},
     "shop": {"code-schema-migration": "the shop's cart lines are taken by other changes (social's post-storage has it)"},
@@ -59,6 +61,8 @@ EXPECTED_ALERTS: dict[str, set[str]] = {
     "manifest-image-tag": {"KubePodCrashLooping", "KubeDeploymentRolloutStuck"},
     # once the routine deploy re-applies the bad limit: as for the memory limit itself
     "manifest-hotfix-undone": {"KubeContainerOOMKilled", "KubePodCrashLooping"},
+    # the rolled pod waits on a claim of a class the cluster lacks; the old pods keep serving
+    "manifest-claim-unbindable": {"KubePodPending", "KubeDeploymentRolloutStuck"},
     # the surge pod never gets past its init container; the old pods keep serving
     "init-container-failing": NOT_SERVING,
     # liveness kills of the overloaded pods, and the errors and latency of the cascade
