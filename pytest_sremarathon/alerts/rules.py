@@ -126,6 +126,19 @@ def replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Ma
                        "Deployment has not matched the expected number of replicas for longer than 10 minutes.")
 
 
+def statefulset_replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    """A datastore's StatefulSet with fewer ready replicas than it wants (kube-prometheus's
+    KubeStatefulSetReplicasMismatch): its pod is down, or Pending on a claim it cannot mount."""
+    for ns in apps:
+        for s in cluster.store.list("StatefulSet", ns):
+            want = int(s["spec"].get("replicas", 1))
+            have = int(s.get("status", {}).get("readyReplicas", 0))
+            if have != want:
+                yield ({**_svc_labels(ns, s["metadata"]["name"]), "statefulset": s["metadata"]["name"]},
+                       f"StatefulSet {ns}/{s['metadata']['name']} has {have}/{want} replicas ready",
+                       "StatefulSet has not matched the expected number of replicas for longer than 10 minutes.")
+
+
 def rollout_stuck(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns in apps:
         for d in cluster.store.list("Deployment", ns):
@@ -199,6 +212,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
     Rule("KubeDeploymentReplicasMismatch", "warning", 600, replicas_mismatch, APPS,
          'kube_deployment_spec_replicas > kube_deployment_status_replicas_available', ("Deployment",)),
+    Rule("KubeStatefulSetReplicasMismatch", "warning", 600, statefulset_replicas_mismatch, APPS,
+         'kube_statefulset_status_replicas_ready != kube_statefulset_replicas', ("StatefulSet",)),
     Rule("KubeDeploymentRolloutStuck", "warning", 0, rollout_stuck, APPS,
          'kube_deployment_status_condition{condition="Progressing", status="false"} != 0', ("Deployment",)),
     Rule("ContainerMemoryNearLimit", "warning", 300, memory_near_limit, RESOURCES,
