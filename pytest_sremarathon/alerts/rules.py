@@ -164,6 +164,18 @@ def memory_near_limit(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Ma
                    f"Working set {used // 2**20}Mi of {limit // 2**20}Mi.")
 
 
+def volume_filling_up(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    """kube-prometheus's KubePersistentVolumeFillingUp (critical): a claim with under 3% left."""
+    usage = getattr(cluster, "volume_usage", None)
+    if usage is None:
+        return
+    for ns, claim, svc, left in usage.filling(0.03):
+        if ns in apps:
+            yield ({**_svc_labels(ns, svc), "persistentvolumeclaim": claim},
+                   f"PersistentVolume claimed by {claim} in {ns} is filling up",
+                   f"The PersistentVolume claimed by {claim} in Namespace {ns} is only {left:.2%} free.")
+
+
 def node_not_ready(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for node in cluster.store.list("Node"):
         c = condition(node, "Ready")
@@ -190,6 +202,7 @@ SERVICES = "service-slos"
 APPS = "kubernetes-apps"
 RESOURCES = "kubernetes-resources"
 KUBELET = "kubernetes-system-kubelet"
+STORAGE = "kubernetes-storage"
 NODES = "node-exporter"
 WAITING = "CrashLoopBackOff|ImagePullBackOff|ErrImagePull|CreateContainerConfigError"
 
@@ -219,6 +232,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("ContainerMemoryNearLimit", "warning", 300, memory_near_limit, RESOURCES,
          'container_memory_working_set_bytes / on (namespace, pod, container)'
          ' kube_pod_container_resource_limits{resource="memory"} > 0.9'),
+    Rule("KubePersistentVolumeFillingUp", "critical", 60, volume_filling_up, STORAGE,
+         'kubelet_volume_stats_available_bytes{job="kubelet"} / kubelet_volume_stats_capacity_bytes{job="kubelet"}'
+         ' < 0.03'),
     Rule("KubeNodeNotReady", "critical", 120, node_not_ready, KUBELET,
          'kube_node_status_condition{condition="Ready", status="true"} == 0', ("Node",)),
     Rule("NodeCPUSaturation", "warning", 600, node_cpu_saturation, NODES,

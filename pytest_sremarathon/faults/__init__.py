@@ -21,6 +21,7 @@ from .infrastructure import (
     ZoneOutage,
     ZonePartition,
 )
+from .storage import STORAGE_KINDS
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
@@ -28,7 +29,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               ZoneOutage, ZonePartition, NetworkLatency, CpuNoisyNeighbour, DiskPressure,
                                               TrafficSurge,
                                               DatastoreFailover, CacheStampede,
-                                              *AUTOSCALING_KINDS, *DISRUPTION_KINDS)
+                                              *AUTOSCALING_KINDS, *DISRUPTION_KINDS, *STORAGE_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

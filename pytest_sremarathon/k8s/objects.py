@@ -196,3 +196,14 @@ def service_workload(store: Store, namespace: str, service: str) -> Optional[dic
 def workload_kind(store: Store, namespace: str, service: str) -> str:
     """The kind of a service's workload: ``StatefulSet`` when it has one, else ``Deployment``."""
     return "StatefulSet" if store.get("StatefulSet", namespace, service) is not None else "Deployment"
+
+
+def aof_rewrite_enabled(pod: dict[str, Any]) -> bool:
+    """The redis server's automatic AOF rewrite as its command line sets it: off with
+    ``--auto-aof-rewrite-percentage 0`` (redis.conf's way of disabling it)."""
+    for c in pod["spec"].get("containers") or []:
+        argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+        for i, a in enumerate(argv[:-1]):
+            if a == "--auto-aof-rewrite-percentage" and argv[i + 1].strip() == "0":
+                return False
+    return True
