@@ -13,7 +13,7 @@ from .change import CodeFault, _ready_pods
 class VolumeFilling(CodeFault):
     """A change makes a redis datastore's volume fill within tens of minutes: the app starts
     keeping large values (the shop's cart keeps a support snapshot of every cart with its
-    product thumbnails inlined), and the same change turns the server's automatic AOF rewrite
+    product picture inlined, ~256 KiB), and the same change turns the server's automatic AOF rewrite
     off (``--auto-aof-rewrite-percentage 0``, "keep the full history for replay"), so every
     write stays in the append-only file on the datastore's claim.
 
