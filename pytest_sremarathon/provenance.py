@@ -57,6 +57,7 @@ _RESOURCE_KIND = {"deployments": "Deployment", "services": "Service", "configmap
                   "networkpolicies": "NetworkPolicy", "resourcequotas": "ResourceQuota", "limitranges": "LimitRange",
                   "cronjobs": "CronJob", "jobs": "Job"}
 POD_TEMPLATE_HASH = "pod-template-hash"
+REVISION_HASH = "controller-revision-hash"  # a StatefulSet pod's revision: its ControllerRevision is <set>-<hash>
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ class Provenance:
             self._settle(obj, None, only=only)
         for ev_type, ns, name, owner in pod_events:
             if ev_type == "ADDED" and self.store.get("Pod", ns, name) is not None:
-                self._causes[("Pod", ns, name, "origin")] = self._pod_origin(ns, owner, now)
+                self._causes[("Pod", ns, name, "origin")] = self._pod_origin(ns, name, owner, now)
         with self._expect_lock:
             self._expected = [e for e in self._expected if now - e.cause.t <= EXPECT_FOR]
 
@@ -272,7 +273,7 @@ class Provenance:
         if kind == "Pod":
             if type_ in ("ADDED", "DELETED"):
                 owner = next((r.get("name") for r in md.get("ownerReferences") or []
-                              if r.get("kind") == "ReplicaSet"), None)
+                              if r.get("kind") in ("ReplicaSet", "StatefulSet")), None)
                 self._pod_events.append((type_, md.get("namespace", ""), md.get("name", ""), owner))
         elif kind in ASPECTS:
             key = (kind, md.get("namespace", "") or "", md.get("name", ""))
@@ -308,12 +309,12 @@ class Provenance:
                 continue
             c = cause or self._match(kind, key[1] or None, key[2], only) or Cause("orchestrator", now)
             self._causes[key + (aspect,)] = c
-            if kind == "Deployment" and aspect == "template":
+            if kind in ("Deployment", "StatefulSet") and aspect == "template":
                 self._template_causes[(key[1], key[2], sig)] = c
             if c.by_agent and c.action and cause is None:
                 self.effects.append(Effect(c.action, f"{kind}/{key[1] or '-'}/{key[2]}", aspect))
 
-    def _pod_origin(self, ns: str, owner: Optional[str], now: datetime) -> Cause:
+    def _pod_origin(self, ns: str, name: str, owner: Optional[str], now: datetime) -> Cause:
         if owner:
             queue = self._replacements.get((ns, owner))
             while queue:  # the replacement of a pod the agent deleted, made soon after it
@@ -327,6 +328,16 @@ class Provenance:
                 if deployment:
                     sig = _template_sig((rs.get("spec") or {}).get("template"))
                     hit = self._template_causes.get((ns, deployment, sig))
+                    if hit is not None:
+                        return hit
+            else:  # a StatefulSet's pod: the template of the revision it was created from
+                pod = self.store.get("Pod", ns, name)
+                revision = (((pod or {}).get("metadata") or {}).get("labels") or {}).get(REVISION_HASH)
+                cr = self.store.get("ControllerRevision", ns, f"{owner}-{revision}") if revision else None
+                if cr is not None:
+                    template = dict((((cr.get("data") or {}).get("spec") or {}).get("template")) or {})
+                    template.pop("$patch", None)
+                    hit = self._template_causes.get((ns, owner, _template_sig(template)))
                     if hit is not None:
                         return hit
         return Cause("orchestrator", now)

@@ -273,11 +273,11 @@ def _datastores(targets: Targets, needs_auth: bool) -> list[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=32)
 def _password_datastores(root: Path) -> frozenset[str]:
-    """Deployments of the app's manifests that take a ``*PASSWORD`` from a Secret."""
+    """Workloads (Deployments, StatefulSets) of the app's manifests that take a ``*PASSWORD`` from a Secret."""
     out = set()
     for path in sorted((root / "manifests").glob("*.yaml")):
         for doc in yamlio.load_all(path.read_text()):
-            if not isinstance(doc, dict) or doc.get("kind") != "Deployment":
+            if not isinstance(doc, dict) or doc.get("kind") not in ("Deployment", "StatefulSet"):
                 continue
             for c in (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []:
                 if any(str(e.get("name", "")).endswith("PASSWORD") and "secretKeyRef" in (e.get("valueFrom") or {})

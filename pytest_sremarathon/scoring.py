@@ -500,7 +500,7 @@ def _collateral(faults: Mapping[str, _Fault], ends: Mapping[str, datetime],
             continue
         seen.add(key)
         row = {"t": iso(t), "action": e["action"], "target": act[1].get("target"), "object": e["object"]}
-        if kind == "Deployment" and not covers_service(t, ns, name):
+        if kind in ("Deployment", "StatefulSet") and not covers_service(t, ns, name):
             if e.get("aspect") == "template":
                 out["healthy_restarts"].append(row)
             elif e.get("aspect") in ("replicas", "resources"):

@@ -126,6 +126,19 @@ def replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Ma
                        "Deployment has not matched the expected number of replicas for longer than 10 minutes.")
 
 
+def statefulset_replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    """A datastore's StatefulSet with fewer ready replicas than it wants (kube-prometheus's
+    KubeStatefulSetReplicasMismatch): its pod is down, or Pending on a claim it cannot mount."""
+    for ns in apps:
+        for s in cluster.store.list("StatefulSet", ns):
+            want = int(s["spec"].get("replicas", 1))
+            have = int(s.get("status", {}).get("readyReplicas", 0))
+            if have != want:
+                yield ({**_svc_labels(ns, s["metadata"]["name"]), "statefulset": s["metadata"]["name"]},
+                       f"StatefulSet {ns}/{s['metadata']['name']} has {have}/{want} replicas ready",
+                       "StatefulSet has not matched the expected number of replicas for longer than 10 minutes.")
+
+
 def rollout_stuck(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for ns in apps:
         for d in cluster.store.list("Deployment", ns):
@@ -149,6 +162,18 @@ def memory_near_limit(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Ma
             yield ({**_svc_labels(c.namespace, c.service), "pod": c.pod_name},
                    f"{c.namespace}/{c.pod_name} memory at {used / limit:.0%} of its limit",
                    f"Working set {used // 2**20}Mi of {limit // 2**20}Mi.")
+
+
+def volume_filling_up(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
+    """kube-prometheus's KubePersistentVolumeFillingUp (critical): a claim with under 3% left."""
+    usage = getattr(cluster, "volume_usage", None)
+    if usage is None:
+        return
+    for ns, claim, svc, left in usage.filling(0.03):
+        if ns in apps:
+            yield ({**_svc_labels(ns, svc), "persistentvolumeclaim": claim},
+                   f"PersistentVolume claimed by {claim} in {ns} is filling up",
+                   f"The PersistentVolume claimed by {claim} in Namespace {ns} is only {left:.2%} free.")
 
 
 def node_not_ready(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
@@ -197,6 +222,7 @@ SERVICES = "service-slos"
 APPS = "kubernetes-apps"
 RESOURCES = "kubernetes-resources"
 KUBELET = "kubernetes-system-kubelet"
+STORAGE = "kubernetes-storage"
 NODES = "node-exporter"
 WAITING = "CrashLoopBackOff|ImagePullBackOff|ErrImagePull|CreateContainerConfigError"
 
@@ -219,11 +245,16 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
     Rule("KubeDeploymentReplicasMismatch", "warning", 600, replicas_mismatch, APPS,
          'kube_deployment_spec_replicas > kube_deployment_status_replicas_available', ("Deployment",)),
+    Rule("KubeStatefulSetReplicasMismatch", "warning", 600, statefulset_replicas_mismatch, APPS,
+         'kube_statefulset_status_replicas_ready != kube_statefulset_replicas', ("StatefulSet",)),
     Rule("KubeDeploymentRolloutStuck", "warning", 0, rollout_stuck, APPS,
          'kube_deployment_status_condition{condition="Progressing", status="false"} != 0', ("Deployment",)),
     Rule("ContainerMemoryNearLimit", "warning", 300, memory_near_limit, RESOURCES,
          'container_memory_working_set_bytes / on (namespace, pod, container)'
          ' kube_pod_container_resource_limits{resource="memory"} > 0.9'),
+    Rule("KubePersistentVolumeFillingUp", "critical", 60, volume_filling_up, STORAGE,
+         'kubelet_volume_stats_available_bytes{job="kubelet"} / kubelet_volume_stats_capacity_bytes{job="kubelet"}'
+         ' < 0.03'),
     Rule("KubeNodeNotReady", "critical", 120, node_not_ready, KUBELET,
          'kube_node_status_condition{condition="Ready", status="true"} == 0', ("Node",)),
     Rule("NodeCPUSaturation", "warning", 600, node_cpu_saturation, NODES,

@@ -26,6 +26,7 @@ from .network import NETWORK_KINDS
 from .preemption import PREEMPTION_KINDS
 from .runtime import InitContainerFailing, LivenessUnderLoad
 from .validity import ClockSkew, SecretExpiry
+from .storage import STORAGE_KINDS
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,
@@ -36,7 +37,7 @@ BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               *AUTOSCALING_KINDS, *DISRUPTION_KINDS,
                                               *NETWORK_KINDS, *PREEMPTION_KINDS,
                                               InitContainerFailing, ClockSkew, SecretExpiry, LivenessUnderLoad,
-                                              *BATCH_KINDS)
+                                              *BATCH_KINDS, *STORAGE_KINDS)
 
 
 def builtin_registry(plugin_kinds: Iterable[Optional[Iterable[type[FaultKind]]]] = ()) -> dict[str, FaultKind]:

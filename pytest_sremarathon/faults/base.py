@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Protocol
 
+from ..k8s.objects import workload_kind
 from ..provenance import EvidenceRef
 
 if TYPE_CHECKING:
@@ -100,11 +101,12 @@ class FaultKind:
 
 def workload_evidence(world: World, ns: str, service: str, *, pods: bool = True,
                       replicas: bool = True) -> list[EvidenceRef]:
-    """A service's Deployment (pod template and, with ``replicas``, its replica count) and,
-    with ``pods``, its active pods."""
-    out = [EvidenceRef("Deployment", ns, service, "template")]
+    """A service's workload, its Deployment or StatefulSet (pod template and, with ``replicas``,
+    its replica count) and, with ``pods``, its active pods."""
+    kind = workload_kind(world.cluster.store, ns, service)
+    out = [EvidenceRef(kind, ns, service, "template")]
     if replicas:
-        out.append(EvidenceRef("Deployment", ns, service, "replicas"))
+        out.append(EvidenceRef(kind, ns, service, "replicas"))
     if pods:
         out += [EvidenceRef("Pod", ns, p["metadata"]["name"], "origin")
                 for p in world.cluster.store.list("Pod", ns)

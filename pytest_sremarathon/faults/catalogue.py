@@ -29,7 +29,7 @@ class FaultTag(BaseModel):
     signature: Optional[str] = None  # code-*: text present exactly while the faulty code is in the tree
     key: Optional[str] = None  # config-*: the ConfigMap key …
     value: Optional[str] = None  # … config-* and manifest-*: the bad value
-    object: Optional[str] = None  # manifest-*: "Deployment" or "Service" (named after the service)
+    object: Optional[str] = None  # manifest-*: "Deployment", "StatefulSet" or "Service" (named after the service)
     field: Optional[str] = None  # manifest-*: dotted path, e.g. spec.template.spec.containers[0].resources.limits.memory
     trigger: Optional[str] = None  # manifest-hotfix-undone: the benign change whose routine deploy undoes the hotfix
 

@@ -532,9 +532,9 @@ class ManifestFault(ChangeFault):
 
     def _target(self, world: World, fault: Fault) -> tuple[str, str, list[Any], Optional[str]]:
         tag = self.tag(world, fault)
-        if tag.object not in ("Deployment", "Service") or not tag.field:
+        if tag.object not in ("Deployment", "StatefulSet", "Service") or not tag.field:
             raise ValueError(f"curated change {fault.params['change']!r}: a manifest-* fault needs "
-                             "`object: Deployment|Service` and `field`")
+                             "`object: Deployment|StatefulSet|Service` and `field`")
         return tag.object, tag.service, parse_path(tag.field), tag.value
 
     def live(self, world: World, fault: Fault) -> bool:
@@ -543,7 +543,7 @@ class ManifestFault(ChangeFault):
         if obj is not None and _matches(resolve(obj, path), bad):
             return True
         field = self.tag(world, fault).field or ""
-        if kind == "Deployment" and field.startswith(self.TEMPLATE):
+        if kind in ("Deployment", "StatefulSet") and field.startswith(self.TEMPLATE):
             pod_path = parse_path(field[len(self.TEMPLATE):])
             return any(_matches(resolve(p, pod_path), bad) for p in _pods(world, fault.app, name))
         return False
@@ -761,8 +761,8 @@ class ManifestHotfixUndone(ManifestFault):
         self._story: dict[str, _Hotfix] = {}
 
     def inject(self, world: World, fault: Fault) -> None:
-        _, name, path, _ = self._target(world, fault)
-        live = world.cluster.store.get("Deployment", fault.app, name)
+        kind, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get(kind, fault.app, name)
         self._story[fault.id] = _Hotfix(good=copy.deepcopy(resolve(live, path)) if live is not None else MISSING)
         super().inject(world, fault)
 
@@ -798,8 +798,8 @@ class ManifestHotfixUndone(ManifestFault):
         return False
 
     def _hotfix(self, world: World, fault: Fault, story: _Hotfix) -> None:
-        _, name, path, _ = self._target(world, fault)
-        live = world.cluster.store.get("Deployment", fault.app, name)
+        kind, name, path, _ = self._target(world, fault)
+        live = world.cluster.store.get(kind, fault.app, name)
         if live is None or story.good is MISSING:
             return
         fixed = copy.deepcopy(live)

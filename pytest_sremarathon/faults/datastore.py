@@ -320,9 +320,13 @@ class CacheStampede(FaultKind):
         network = world.cluster.network
         if network.backends.pop(f"{ns}/{db}", None) is None:
             return
+        live = set()
         for c in world.cluster.kubelet.containers.values():
+            live.add(c.pod_uid)
             if c.namespace == ns and c.service == db:
                 network.pod_delay_ms.pop(c.pod_uid, None)
+        for uid in [u for u in network.pod_delay_ms if u not in live]:  # a database pod scaled away meanwhile
+            del network.pod_delay_ms[uid]
 
 
 def _mean(values: list[float]) -> float:

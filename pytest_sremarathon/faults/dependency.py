@@ -14,7 +14,7 @@ import hashlib
 from typing import Any, Optional
 
 from ..cluster import RunningContainer
-from ..k8s.objects import serial_resolver
+from ..k8s.objects import serial_resolver, service_workload
 from ..provenance import EvidenceRef
 from ..runtime.code import password_key
 from .base import Fault, FaultKind, World, node_evidence, workload_evidence
@@ -283,7 +283,7 @@ class DnsDegraded(FaultKind):
 
 def datastore_credential(world: World, ns: str, ds: str) -> Optional[tuple[str, str, str]]:
     """(env var, Secret name, key) through which the datastore's deployment gets its password."""
-    d = world.cluster.store.get("Deployment", ns, ds)
+    d = service_workload(world.cluster.store, ns, ds)
     for c in (d or {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []:
         for env in c.get("env") or []:
             ref = (env.get("valueFrom") or {}).get("secretKeyRef")

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Optional
 
 from ..cluster import diurnal
-from ..k8s.objects import pod_is_active, pod_is_ready
+from ..k8s.objects import pod_is_active, pod_is_ready, service_workload
 from ..k8s.quantity import cpu_millicores
 from ..k8s.store import iso
 from ..provenance import EvidenceRef
@@ -97,7 +97,7 @@ def created_since(pod: dict[str, Any], t: datetime) -> bool:
 
 def rollout_restart(world: World, ns: str, name: str) -> None:
     """``kubectl rollout restart deployment/<name>``: a new template annotation rolls the pods."""
-    d = world.cluster.store.get("Deployment", ns, name)
+    d = service_workload(world.cluster.store, ns, name)
     if d is None:
         return
     template_md = d["spec"]["template"].setdefault("metadata", {})
@@ -406,7 +406,7 @@ def _mean(values: list[float]) -> float:
 
 
 def _replicas(world: World, ns: str, svc: str) -> int:
-    d = world.cluster.store.get("Deployment", ns, svc)
+    d = service_workload(world.cluster.store, ns, svc)
     return int(d["spec"].get("replicas", 1)) if d else 0
 
 
@@ -423,7 +423,7 @@ def typical(world: World, ns: str, svc: str, metric: str, now: datetime, hours: 
 
 
 def cpu_limit(world: World, ns: str, svc: str) -> float:
-    d = world.cluster.store.get("Deployment", ns, svc)
+    d = service_workload(world.cluster.store, ns, svc)
     if d is None:
         return 0.0
     return float(sum(cpu_millicores(((c.get("resources") or {}).get("limits") or {}).get("cpu"))

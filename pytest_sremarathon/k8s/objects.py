@@ -177,3 +177,33 @@ def serial_resolver(pod_spec: dict[str, Any]) -> bool:
     """Does a pod's resolver avoid the parallel-query conntrack race (its ``dnsConfig``)?"""
     options = (pod_spec.get("dnsConfig") or {}).get("options") or []
     return any(isinstance(o, dict) and o.get("name") in SERIAL_RESOLVER_OPTIONS for o in options)
+
+
+#: The kinds that run a service's pods: its Deployment, or for a datastore with its data on a
+#: claim per pod, its StatefulSet (the apps' manifests name either after the service).
+WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+
+
+def service_workload(store: Store, namespace: str, service: str) -> Optional[dict[str, Any]]:
+    """The Deployment or StatefulSet named after a service (None when it has neither)."""
+    for kind in WORKLOAD_KINDS:
+        obj = store.get(kind, namespace, service)
+        if obj is not None:
+            return obj
+    return None
+
+
+def workload_kind(store: Store, namespace: str, service: str) -> str:
+    """The kind of a service's workload: ``StatefulSet`` when it has one, else ``Deployment``."""
+    return "StatefulSet" if store.get("StatefulSet", namespace, service) is not None else "Deployment"
+
+
+def aof_rewrite_enabled(pod: dict[str, Any]) -> bool:
+    """The redis server's automatic AOF rewrite as its command line sets it: off with
+    ``--auto-aof-rewrite-percentage 0`` (redis.conf's way of disabling it)."""
+    for c in pod["spec"].get("containers") or []:
+        argv = [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+        for i, a in enumerate(argv[:-1]):
+            if a == "--auto-aof-rewrite-percentage" and argv[i + 1].strip() == "0":
+                return False
+    return True

@@ -53,7 +53,8 @@ from .scrape import ParseError, PodCounters, PodScrape, ServiceMetrics, parse, p
 from .series import KubeSeries, ScrapedPod
 
 Progress = Callable[[str], None]
-MIRRORED = ("Node", "Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "ConfigMap", "Secret")
+MIRRORED = ("Node", "Namespace", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "PersistentVolumeClaim", "Service",
+            "Endpoints", "ConfigMap", "Secret")
 CLUSTER_SCOPED = ("Node", "Namespace")
 
 
@@ -405,7 +406,7 @@ class KubeCluster:
                 self._ports.setdefault(ns, {})[md["name"]] = ports[0]["port"]
         images: dict[str, str] = {}
         digests: dict[str, str] = {}
-        if obj.get("kind") == "Deployment":
+        if obj.get("kind") in ("Deployment", "StatefulSet"):
             pod_spec = obj["spec"]["template"]["spec"]
             for c in list(pod_spec.get("initContainers") or []) + list(pod_spec.get("containers") or []):
                 image = c.get("image", "")
@@ -590,12 +591,12 @@ class KubeCluster:
 
     # -- waiting -----------------------------------------------------------------------------
     def wait_rollout(self, timeout: float = 600, every: float = 5.0) -> None:
-        """Until every Deployment of the apps has all its replicas updated and available."""
+        """Until every Deployment and StatefulSet of the apps has all its replicas updated and available."""
         deadline = time.monotonic() + timeout
         t0 = time.monotonic()
         last = ""
         while True:
-            deployments = self._list("Deployment")
+            deployments = self._list("Deployment") + self._list("StatefulSet")
             pending = [d for d in deployments if not _rolled_out(d)]
             line = f"rollout: {len(deployments) - len(pending)}/{len(deployments)} deployments available"
             if line != last:

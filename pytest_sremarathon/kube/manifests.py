@@ -77,7 +77,7 @@ def for_cluster(obj: dict[str, Any], images: dict[str, str], *, ports: dict[str,
     pipeline rendered to the tag built for it; ``digests`` maps those images to the artifact
     digest (for the pod-template annotation)."""
     out = copy.deepcopy(obj)
-    if out.get("kind") != "Deployment":
+    if out.get("kind") not in ("Deployment", "StatefulSet"):
         return out
     template = out["spec"]["template"]
     pod_spec = template.setdefault("spec", {})
@@ -115,7 +115,7 @@ def check(objects: Iterable[dict[str, Any]]) -> list[str]:
     ``:latest`` or untagged images, pull policies other than IfNotPresent/Never."""
     problems = []
     for obj in objects:
-        if obj.get("kind") != "Deployment":
+        if obj.get("kind") not in ("Deployment", "StatefulSet"):
             continue
         name = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
         for c in obj["spec"]["template"]["spec"].get("containers") or []:

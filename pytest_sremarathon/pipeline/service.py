@@ -288,7 +288,9 @@ class Pipelines:
         new template and every replica is updated and available; failed when the rollout
         exceeded its progress deadline."""
         store = getattr(self.cluster, "store", None)
-        d = store.get("Deployment", ns, name) if store is not None else None
+        d = None
+        if store is not None:  # the service's workload: a Deployment, or a datastore's StatefulSet
+            d = store.get("Deployment", ns, name) or store.get("StatefulSet", ns, name)
         if d is None:
             return "complete"  # gone (or no store to read): nothing left to roll out
         status = d.get("status") or {}
@@ -402,7 +404,7 @@ class Pipelines:
             if previous is None or _without_change_cause(previous) != _without_change_cause(obj):
                 self.cluster.apply(obj)
                 p.rendered[key] = obj
-                if obj["kind"] == "Deployment":
+                if obj["kind"] in ("Deployment", "StatefulSet"):
                     changed.append(obj["metadata"]["name"])
         p.deployed, p.deployed_files, p.artifacts = commit, files, result.artifacts
         self.emit("pipeline.deploy", Deployed(actor=actor, app=app, ref=ref, commit=commit[:12],
@@ -487,7 +489,7 @@ class Pipelines:
                 continue
             for doc in self._parse(text, many=True):
                 doc.setdefault("metadata", {})["namespace"] = app.namespace
-                if doc.get("kind") == "Deployment":
+                if doc.get("kind") in ("Deployment", "StatefulSet"):
                     self._pin_images(doc, app, artifacts, configs)
                     doc["metadata"].setdefault("annotations", {})[CHANGE_CAUSE] = f"deploy {commit[:12]}: {message}"
                     workloads.append(doc)

@@ -277,7 +277,8 @@ def _denied(ctx, req):
     return None
 
 
-_STATS = {"get_hits": 0.0, "get_misses": 0.0}  # as memcached's ``stats``; in real requests
+_STATS = {"get_hits": 0.0, "get_misses": 0.0,  # as memcached's ``stats``; in real requests
+          "large_write_bytes": 0.0}  # the bytes of values over 1 KiB written (the volume model reads them)
 
 
 def get(ctx, req):
@@ -300,7 +301,10 @@ def put(ctx, req):
         return denied
     if ctx.volume_full:  # the write cannot be appended to the log
         return _ENOSPC
-    _DATA[req["key"]] = req["value"]
+    value = req["value"]
+    if isinstance(value, str) and len(value) > 1024:
+        _STATS["large_write_bytes"] += len(value) * getattr(ctx.router, "weight", 1.0)
+    _DATA[req["key"]] = value
     return {"ok": True}
 
 

@@ -35,7 +35,7 @@ from .scraper import DEFAULT_RETENTION, TwinScraper
 from .statefulsets import StatefulSetController
 from .traffic import Network, TrafficEngine
 from .volume_usage import VolumeUsage
-from .volumes import VolumeController, default_storage_class
+from .volumes import VolumeController, default_storage_class, regional_storage_class
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "monitoring", "sremarathon-system")
 
@@ -106,6 +106,7 @@ class TwinCluster:
                 self.network.node_zone[name] = zone
                 self.store.create(self._node(name, zone, i))
             self.store.create(default_storage_class())
+            self.store.create(regional_storage_class())
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now

@@ -192,7 +192,8 @@ class Kubelet:
         for uid in list(self.containers):
             if uid not in live_uids:
                 gone = self.containers.pop(uid)
-                self.by_name.pop((gone.namespace, gone.pod_name), None)
+                if self.by_name.get((gone.namespace, gone.pod_name)) is gone:  # not a StatefulSet pod's successor
+                    self.by_name.pop((gone.namespace, gone.pod_name), None)
                 if self.inits is not None:
                     self.inits.forget(uid)
                 self.probe_queue.forget(uid)
@@ -589,7 +590,7 @@ class Kubelet:
         self.events.record(pod, "Warning", "Evicted", message, "kubelet", name)
         self.events.record(pod, "Normal", "Killing", f"Stopping container {spec['name']}", "kubelet", name)
         c = self.containers.pop(pod["metadata"]["uid"], None)
-        if c is not None:
+        if c is not None and self.by_name.get((c.namespace, c.pod_name)) is c:
             self.by_name.pop((c.namespace, c.pod_name), None)
         status = pod["status"]
         status.update(phase="Failed", reason="Evicted", message=message)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..k8s.objects import aof_rewrite_enabled
 from ..k8s.quantity import memory_bytes
 from ..k8s.store import Store
 from ..monitoring.kube_state import kubelet_instance
@@ -61,6 +62,13 @@ class _Mount:
     node: str
     service: str
     pod_uid: str
+    rewrite: bool = True  # the server's auto-aof-rewrite (``--auto-aof-rewrite-percentage 0`` turns it off)
+
+
+#: Values up to this size are in :data:`BYTES_PER_COMMAND`; a larger value adds its own bytes.
+LARGE_VALUE_BYTES = 1024
+
+
 
 
 class VolumeUsage:
@@ -104,7 +112,7 @@ class VolumeUsage:
                     if name and pvc is not None and (pvc.get("status") or {}).get("phase") == "Bound":
                         mounts.append(_Mount(ns, name, pod["metadata"]["name"], node,
                                              (pod["metadata"].get("labels") or {}).get("app", ""),
-                                             pod["metadata"]["uid"]))
+                                             pod["metadata"]["uid"], aof_rewrite_enabled(pod)))
         self._mounts = mounts
         return mounts
 
@@ -125,6 +133,8 @@ class VolumeUsage:
             st = traffic.get((m.namespace, m.service))
             if st is not None and st.requests > 0:
                 u.used += st.requests / serving[(m.namespace, m.service)] * u.bytes_per_command
+            u.used += self._large_writes(m)
+            u.rewrite = m.rewrite
             log = u.used - FS_OVERHEAD_BYTES
             if u.rewrite and log >= max(REWRITE_MIN_BYTES, REWRITE_GROWTH * u.base) and \
                     u.used + DATASET_BYTES <= capacity:  # the new file is written beside the old one
@@ -135,6 +145,16 @@ class VolumeUsage:
             values.extend((capacity, u.used, capacity - u.used, inodes, INODES_USED, inodes - INODES_USED))
             refs.extend(self._series(m))
         self._block.append(t, refs, values)
+
+    def _large_writes(self, m: _Mount) -> float:
+        """The bytes of the large values the pod's server took since the last tick (read and zeroed)."""
+        c = self.kubelet.by_name.get((m.namespace, m.pod))
+        stats = getattr(getattr(c, "module", None), "_STATS", None) if c is not None else None
+        if not isinstance(stats, dict) or not stats.get("large_write_bytes"):
+            return 0.0
+        got = float(stats["large_write_bytes"])
+        stats["large_write_bytes"] = 0.0
+        return got
 
     def _set_full(self, m: _Mount, full: bool) -> None:
         c = self.kubelet.by_name.get((m.namespace, m.pod))
@@ -148,6 +168,17 @@ class VolumeUsage:
                     "instance": kubelet_instance(m.node), "node": m.node, "metrics_path": "/metrics"}
             refs = self._refs[m] = [self.db.ref({**base, "__name__": name}) for name in SERIES]
         return refs
+
+    def filling(self, share: float) -> list[tuple[str, str, str, float]]:
+        """The mounted claims with less than ``share`` of their capacity available:
+        (namespace, claim, the mounting pod's service, the available share)."""
+        out = []
+        for m in self._mounts:
+            u = self.claims.get((m.namespace, m.claim))
+            capacity = float(self.capacity(m.namespace, m.claim))
+            if u is not None and capacity > 0 and (capacity - u.used) / capacity < share:
+                out.append((m.namespace, m.claim, m.service, (capacity - u.used) / capacity))
+        return sorted(set(out))
 
     def full(self, namespace: str, claim: str) -> bool:
         got: Optional[ClaimUsage] = self.claims.get((namespace, claim))

@@ -16,6 +16,11 @@ from ..k8s.quantity import memory_bytes
 from ..k8s.store import Store
 
 DEFAULT_CLASS = "standard"
+#: The class the apps' datastores claim: regional disks, replicated synchronously in two zones
+#: (GCE PD CSI's ``replication-type: regional-pd``), so a datastore's pod can start in either
+#: zone and a lost zone does not strand its data (a zonal disk would keep the pod Pending).
+REGIONAL_CLASS = "standard-regional"
+REPLICATION = "replication-type"
 PROVISIONER = "csi.twin.sremarathon.io"
 IS_DEFAULT = "storageclass.kubernetes.io/is-default-class"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -33,6 +38,14 @@ def default_storage_class() -> dict[str, Any]:
             "metadata": {"name": DEFAULT_CLASS, "annotations": {IS_DEFAULT: "true"}},
             "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer",
             "allowVolumeExpansion": True, "parameters": {"type": "pd-balanced"}}
+
+
+def regional_storage_class() -> dict[str, Any]:
+    """A class of disks replicated in two zones (the first consumer's and the next one), as a
+    cloud's regional persistent disks: what a production datastore on a multi-zone cluster uses."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": REGIONAL_CLASS},
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": True, "parameters": {"type": "pd-balanced", REPLICATION: "regional-pd"}}
 
 
 def _claims_of(pod: dict[str, Any]) -> list[str]:
@@ -139,8 +152,13 @@ class VolumeController:
         node = self.store.get("Node", None, annotations.get(SELECTED_NODE, ""))
         zone = ((node or {}).get("metadata", {}).get("labels") or {}).get(ZONE)
         if zone:
+            zones = [zone]
+            if (sc.get("parameters") or {}).get(REPLICATION) == "regional-pd":  # and a replica in the next zone
+                others = sorted({(n["metadata"].get("labels") or {}).get(ZONE, "") for n in self.store.list("Node")}
+                                - {zone, ""})
+                zones = sorted([zone] + others[:1])
             pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}]}}
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": zones}]}]}}
         name = f"pvc-{md['uid']}"
         pv = self.store.create({"apiVersion": "v1", "kind": "PersistentVolume",
                                 "metadata": {"name": name, "annotations": {

@@ -28,6 +28,7 @@ from support.apps import (
     NOT_CURATED,
     RUNTIME_KINDS,
     patch_serial_resolver,
+    service_manifest,
     ship_hotfixed_then_trigger,
     signature_file,
     source_files,
@@ -179,9 +180,7 @@ def test_manifests_follow_the_conventions(app: AppSpec) -> None:
 
     for svc, spec in app.services.items():
         docs = list(yaml.safe_load_all((APP_ROOT / "manifests" / f"{svc}.yaml").read_text()))
-        kinds = {d["kind"]: d for d in docs}
-        assert set(kinds) == {"Deployment", "Service"}, svc
-        deployment, service = kinds["Deployment"], kinds["Service"]
+        deployment, service = service_manifest(docs, svc, spec.datastore)
         assert deployment["metadata"]["name"] == service["metadata"]["name"] == svc
         assert deployment["spec"]["replicas"] == spec.replicas
         pod = deployment["spec"]["template"]["spec"]

@@ -28,6 +28,7 @@ from support.apps import (
     NOT_CURATED,
     fix_forward,
     patch_serial_resolver,
+    service_manifest,
     ship_hotfixed_then_trigger,
     signature_file,
     source_files,
@@ -180,9 +181,7 @@ def test_app_loads_with_its_call_graph_and_traffic() -> None:
 def test_manifests_and_config_follow_the_conventions() -> None:
     for svc, spec in APP.services.items():
         docs = [d for d in yaml.safe_load_all((APP_ROOT / "manifests" / f"{svc}.yaml").read_text()) if d]
-        kinds = {d["kind"]: d for d in docs}
-        assert set(kinds) == {"Deployment", "Service"}, svc
-        deploy, service = kinds["Deployment"], kinds["Service"]
+        deploy, service = service_manifest(docs, svc, spec.datastore)
         assert deploy["metadata"]["name"] == service["metadata"]["name"] == svc
         assert service["spec"]["selector"] == {"app": svc}
         pod = deploy["spec"]["template"]["spec"]

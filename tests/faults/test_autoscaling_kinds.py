@@ -43,7 +43,7 @@ class ShopWorld(AppTwin):
                 for labels, _, _ in rule(self.cluster, self.apps) if "service" in labels}
 
     def replicas(self, service: str) -> int:
-        d = self.store.get("Deployment", "shop", service)
+        d = self.store.get("Deployment", "shop", service) or self.store.get("StatefulSet", "shop", service)
         assert d is not None
         return int(d["spec"]["replicas"])
 

@@ -983,4 +983,4 @@ def test_schema_migration_outlives_its_revert_and_is_fixed_forward(tmp_path: Pat
     _until_mitigated(world, kind, fault, max_ticks=40)
     _hold(world, kind, fault, True, 6, "after the fix forward")
     refs = {(r.kind, r.name) for r in kind.evidence(world, fault)}
-    assert ("Deployment", "post-storage") in refs and ("Deployment", "post-storage-db") in refs
+    assert ("Deployment", "post-storage") in refs and ("StatefulSet", "post-storage-db") in refs

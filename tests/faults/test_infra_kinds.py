@@ -135,23 +135,27 @@ class Twin(AppTwin):
             for pod in self.pods(node=n):
                 self.delete_pod(pod)
 
+    def workload(self, svc: str) -> str:
+        """The kind of the service's workload: a Deployment, or a datastore's StatefulSet."""
+        return next(k for k in ("Deployment", "StatefulSet") if self.store.get(k, NS, svc) is not None)
+
     def scale(self, deployment: str, replicas: int) -> None:
-        self._update("Deployment", NS, deployment, lambda o: o["spec"].update(replicas=replicas))
+        self._update(self.workload(deployment), NS, deployment, lambda o: o["spec"].update(replicas=replicas))
 
     def replicas(self, deployment: str) -> int:
-        return int(self.store.get("Deployment", NS, deployment)["spec"]["replicas"])
+        return int(self.store.get(self.workload(deployment), NS, deployment)["spec"]["replicas"])
 
     def rollout_restart(self, deployment: str) -> None:
         def restart(o: dict[str, Any]) -> None:
             md = o["spec"]["template"].setdefault("metadata", {})
             md.setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = iso(self.clock.now)
-        self._update("Deployment", NS, deployment, restart)
+        self._update(self.workload(deployment), NS, deployment, restart)
 
     def set_env(self, deployment: str, name: str, value: str) -> None:
         def set_(o: dict[str, Any]) -> None:
             env = o["spec"]["template"]["spec"]["containers"][0].setdefault("env", [])
             env[:] = [e for e in env if e["name"] != name] + [{"name": name, "value": value}]
-        self._update("Deployment", NS, deployment, set_)
+        self._update(self.workload(deployment), NS, deployment, set_)
 
     def assert_healthy(self) -> None:
         """Every node Ready and schedulable without fault taints, every deployment fully
@@ -160,7 +164,7 @@ class Twin(AppTwin):
             assert condition(node, "Ready")["status"] == "True", node["metadata"]["name"]
             assert condition(node, "DiskPressure")["status"] == "False", node["metadata"]["name"]
             assert not node["spec"].get("unschedulable") and not node["spec"].get("taints"), node["spec"]
-        for d in self.store.list("Deployment", NS):
+        for d in self.store.list("Deployment", NS) + self.store.list("StatefulSet", NS):
             status = d.get("status", {})
             assert status.get("availableReplicas", 0) == d["spec"]["replicas"], (d["metadata"]["name"], status)
         assert self.metric("frontend", "error_ratio", 2) < 0.01

@@ -164,6 +164,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 def test_manifests_are_applied_with_built_image_tags_and_if_not_present(target: Target) -> None:
     deployments = {d["metadata"]["name"]: d for d in target.store.list("Deployment", "shop")}
+    deployments |= {s["metadata"]["name"]: s for s in target.store.list("StatefulSet", "shop")}  # the cart-cache
     assert set(deployments) == set(target.app.services)
     assert not manifests.check(deployments.values())
     for svc, digest in target.deployed["services"].items():

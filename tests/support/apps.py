@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from pytest_sremarathon.faults.catalogue import CuratedChange
 from pytest_sremarathon.faults.change import parse_path, resolve
@@ -35,7 +35,8 @@ NOT_CURATED: dict[str, dict[str, str]] = {
 
 # What an on-call engineer gets paged with, per fault kind (any one of these is enough).
 ERRORS, LATENCY = "ServiceHighErrorRate", "ServiceLatencySLOBurn"
-NOT_SERVING = {"KubePodNotReady", "KubeDeploymentRolloutStuck", "KubeDeploymentReplicasMismatch"}
+NOT_SERVING = {"KubePodNotReady", "KubeDeploymentRolloutStuck", "KubeDeploymentReplicasMismatch",
+               "KubeStatefulSetReplicasMismatch"}
 EXPECTED_ALERTS: dict[str, set[str]] = {
     "code-exception": {ERRORS},
     "code-latency": {LATENCY, ERRORS},  # slow enough to time out its callers at the peak
@@ -151,3 +152,23 @@ def source_files(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text() for d in REPO_FILES if (root / d).is_dir()
             for p in sorted((root / d).rglob("*")) if p.is_file() and "__pycache__" not in p.parts
             and p.suffix != ".pyc"}
+
+
+def service_manifest(docs: list[dict[str, Any]], svc: str, datastore: Optional[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A service's workload and its Service, checked for the shape the originals have: a
+    persistent datastore (redis with its append-only file, mongo) is a StatefulSet whose pods
+    each mount a claim of a template, governed by a headless Service beside the one its callers
+    use; a memcached cache (it keeps nothing) and every code service are Deployments."""
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] != "Secret"}
+    if datastore is not None and not datastore.startswith("memcached"):
+        assert set(by) == {("StatefulSet", svc), ("Service", svc), ("Service", f"{svc}-headless")}, svc
+        sts, headless = by[("StatefulSet", svc)], by[("Service", f"{svc}-headless")]
+        assert sts["spec"]["serviceName"] == f"{svc}-headless" and headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["selector"] == {"app": svc}
+        claim = sts["spec"]["volumeClaimTemplates"][0]
+        assert claim["spec"]["accessModes"] == ["ReadWriteOnce"] and claim["spec"]["resources"]["requests"]["storage"]
+        mounts = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        assert [m["name"] for m in mounts] == [claim["metadata"]["name"]], svc
+        return sts, by[("Service", svc)]
+    assert set(by) == {("Deployment", svc), ("Service", svc)}, svc
+    return by[("Deployment", svc)], by[("Service", svc)]

@@ -78,7 +78,7 @@ def test_pods_are_created_in_order_with_stable_names_and_their_own_bound_claims(
     pvcs = kc("get", "pvc", "-n", NS).splitlines()
     assert pvcs[0].split() == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS", "MODES", "STORAGECLASS",
                                "VOLUMEATTRIBUTESCLASS", "AGE"]
-    claims = {r.split()[0]: r.split() for r in pvcs[1:]}
+    claims = {r.split()[0]: r.split() for r in pvcs[1:] if r.startswith("data-cache-")}  # beside the cart-cache's
     assert sorted(claims) == ["data-cache-0", "data-cache-1", "data-cache-2"]
     assert all(c[1] == "Bound" and c[3] == "1Gi" and c[4] == "RWO" and c[5] == "standard" for c in claims.values())
     volume = claims["data-cache-1"][2]
@@ -213,7 +213,8 @@ def test_the_official_client_reads_every_storage_kind(sim: Any) -> None:
     pv = core.read_persistent_volume(claim.spec.volume_name)
     assert pv.spec.claim_ref.name == "data-models-0" and pv.spec.persistent_volume_reclaim_policy == "Delete"
     classes = storage.list_storage_class().items
-    assert [c.metadata.name for c in classes] == ["standard"] and classes[0].allow_volume_expansion
+    assert [c.metadata.name for c in classes] == ["standard", "standard-regional"]
+    assert classes[0].allow_volume_expansion and classes[1].parameters["replication-type"] == "regional-pd"
     revisions = apps.list_namespaced_controller_revision(NS, label_selector="app=models").items
     assert len(revisions) == 1 and revisions[0].revision == 1
     status = apps.read_namespaced_stateful_set_status("models", NS).status

@@ -1,8 +1,8 @@
 """A claim's volume fills with its datastore's writes, as the kubelet reports it
 (``kubelet_volume_stats_*`` in the cluster's Prometheus), and a full volume fails the writes:
 the datastore's callers see errors; restarting the pod frees nothing; expanding the claim does.
-The datastore here is the shop's cart-cache moved onto a StatefulSet with a claim, as an
-operator would move it (the Deployment scaled to zero, the Service unchanged)."""
+The datastore here is the shop's cart-cache, a StatefulSet with a claim per pod (for a full
+volume, recreated by the operator with a small claim)."""
 
 from __future__ import annotations
 
@@ -32,19 +32,21 @@ def sim(tmp_path: Any) -> Any:
     s.close()
 
 
-def _move_cart_cache_to_a_statefulset(sim: Any, kc: Kubectl, size: str) -> None:
-    deploy = kc.json("get", "deploy", "cart-cache", "-n", NS)
-    template = copy.deepcopy(deploy["spec"]["template"])
-    template["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
-    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "cart-cache", "namespace": NS},
-           "spec": {"serviceName": "cart-cache", "replicas": 1, "selector": deploy["spec"]["selector"],
-                    "template": template,
-                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
-                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}}]}}
-    kc("apply", "-f", "-", input=json.dumps(sts))
-    # The operator's half of the move (the agent's policy forbids scaling to zero).
-    deploy["spec"]["replicas"] = 0
-    sim.cluster.apply(deploy)
+def _resize_cart_cache_claim(sim: Any, kc: Kubectl, size: str) -> None:
+    """The operator recreates the shop's cart-cache (a StatefulSet with a 1Gi claim per pod) with
+    claims of ``size``: a claim cannot shrink, so the set and its claim go and come back."""
+    sts = kc.json("get", "sts", "cart-cache", "-n", NS)
+    sim.store.delete("StatefulSet", NS, "cart-cache")
+    sim.run(30)
+    sim.store.delete("PersistentVolumeClaim", NS, "data-cart-cache-0")
+    sim.run(30)
+    fresh = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+             "metadata": {"name": "cart-cache", "namespace": NS, "labels": sts["metadata"].get("labels") or {}},
+             "spec": copy.deepcopy(sts["spec"])}
+    fresh["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] = size
+    for claim in fresh["spec"]["volumeClaimTemplates"]:
+        claim.pop("status", None)
+    kc("apply", "-f", "-", input=json.dumps(fresh))
 
 
 def _query(kc: Kubectl, promql: str) -> dict[str, float]:
@@ -56,7 +58,6 @@ def _query(kc: Kubectl, promql: str) -> dict[str, float]:
 
 def test_used_bytes_grow_with_the_datastores_writes(sim: Any) -> None:
     kc: Kubectl = sim.kc
-    _move_cart_cache_to_a_statefulset(sim, kc, "1Gi")
     sim.run(120)
     first = _query(kc, "kubelet_volume_stats_used_bytes")["data-cart-cache-0"]
     assert _query(kc, "kubelet_volume_stats_capacity_bytes")["data-cart-cache-0"] == 2**30
@@ -71,7 +72,7 @@ def test_used_bytes_grow_with_the_datastores_writes(sim: Any) -> None:
 
 def test_a_full_volume_fails_writes_until_the_claim_grows(sim: Any) -> None:
     kc: Kubectl = sim.kc
-    _move_cart_cache_to_a_statefulset(sim, kc, "7Mi")  # the dataset takes 6 MiB: little room for the log
+    _resize_cart_cache_claim(sim, kc, "7Mi")  # the dataset takes 6 MiB: little room for the log
     sim.run(120)
     usage = sim.cluster.volume_usage
     for _ in range(120):
