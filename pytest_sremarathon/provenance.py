@@ -277,7 +277,7 @@ class Provenance:
                 self._pod_events.append((type_, md.get("namespace", ""), md.get("name", ""), owner))
         elif kind in ASPECTS:
             key = (kind, md.get("namespace", "") or "", md.get("name", ""))
-            if self.store.writer == "controller" and type_ != "DELETED":
+            if self.store.acting_as == "controller" and type_ != "DELETED":
                 # A control loop's spec write (an autoscaler's replicas, a maintenance cordon) is
                 # the orchestrator's, even right after a client touched the same object.
                 self._dirty.pop(key, None)

@@ -25,8 +25,8 @@ from .infrastructure import (
 from .network import NETWORK_KINDS
 from .preemption import PREEMPTION_KINDS
 from .runtime import InitContainerFailing, LivenessUnderLoad
-from .validity import ClockSkew, SecretExpiry
 from .storage import STORAGE_KINDS
+from .validity import ClockSkew, SecretExpiry
 
 BUILTIN_KINDS: tuple[type[FaultKind], ...] = (*CHANGE_KINDS,
                                               NodeFailure,

@@ -197,7 +197,7 @@ class Store:
     #: specs (the autoscaler's replica counts, maintenance's cordons) writes, else None (the API,
     #: the pipeline, the orchestrator). Provenance must not credit such a write to the last client
     #: that touched the object (see :meth:`acting`).
-    writer: Optional[str] = None
+    acting_as: Optional[str] = None
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
 
     def __post_init__(self) -> None:
@@ -251,11 +251,11 @@ class Store:
         """Mark the writes made inside as ``writer``'s (under the lock: a request thread's write
         cannot slip in under the mark)."""
         with self.lock:
-            before, self.writer = self.writer, writer
+            before, self.acting_as = self.acting_as, writer
             try:
                 yield
             finally:
-                self.writer = before
+                self.acting_as = before
 
     def _next_rv(self) -> int:
         self._rv += 1
