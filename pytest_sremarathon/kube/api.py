@@ -181,6 +181,13 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     # stateful workloads and their claims (a curated change may add a claim: manifest-claim-unbindable)
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
     "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
+    # batch work, node agents, and each app's network policies, quota and limits
+    "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "CronJob": ("/apis/batch/v1", "cronjobs", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "ResourceQuota": ("/api/v1", "resourcequotas", True),
+    "LimitRange": ("/api/v1", "limitranges", True),
 }
 
 
