@@ -12,8 +12,10 @@ the batch arrives; from then on the service is the only thing in the cluster the
 preempt:
 
 * the batch's workers (one Deployment per node, ``data-platform/nightly-etl-<node>``, pinned
-  to it by ``kubernetes.io/hostname`` and requesting the CPU the node has free *plus* what the
-  service's pods there request) fit only by preempting the service's pods: ``Preempted``
+  to it by ``kubernetes.io/hostname``, its 50m workers together requesting the CPU the node
+  has free *plus* what the service's pods and any running Job's pods there request: a
+  CronJob's run preempts the few workers it needs, and the room it leaves when it finishes
+  goes back to their replacements, ahead of the service) fit only by preempting the service's pods: ``Preempted``
   events, the ``DisruptionTarget`` condition (``PreemptionByScheduler``), the workers'
   ``nominatedNodeName``;
 * the service's replacement pods stay ``Pending`` (``FailedScheduling`` "Insufficient cpu" on
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..k8s.objects import pod_is_active
+from ..k8s.objects import controller_of, pod_is_active
 from ..k8s.quantity import cpu_millicores
 from .base import Fault, World
 from .change import ManifestFault, _pods
@@ -50,7 +52,11 @@ BATCH_NAMESPACE = "data-platform"
 BATCH_CLASS = "batch-preemptible"
 BATCH_PRIORITY = -10
 BATCH_APP = "nightly-etl"
-BATCH_MEMORY = "256Mi"
+BATCH_MEMORY = "16Mi"
+#: One batch worker's CPU: the batch fills a node with workers this size, below the smallest
+#: service pod's request (100m), so that what it leaves free fits no service pod, and a pod that
+#: needs room (a CronJob's run) preempts only the few workers it needs, not a node's whole batch.
+BATCH_UNIT = 50
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -124,9 +130,12 @@ class PriorityPreemption(ManifestFault):
         for p in store.list("Pod"):
             node = p["spec"].get("nodeName")
             if node in free and pod_is_active(p):
-                # the service's pods are the room the batch takes: not counted as used
+                # the service's pods are the room the batch takes: not counted as used; nor is
+                # a Job's pod (a CronJob run): it finishes within minutes, and the room it leaves
+                # would otherwise take the service's Pending replacements back in
                 if not (p["metadata"]["namespace"] == fault.app
-                        and (p["metadata"].get("labels") or {}).get("app") == service):
+                        and (p["metadata"].get("labels") or {}).get("app") == service) \
+                        and (controller_of(p) or {}).get("kind") != "Job":
                     free[node] -= cpu_request(p)
         if store.get("Namespace", None, BATCH_NAMESPACE) is None:
             apply({"apiVersion": "v1", "kind": "Namespace",
@@ -136,19 +145,19 @@ class PriorityPreemption(ManifestFault):
                    "value": BATCH_PRIORITY, "globalDefault": False, "preemptionPolicy": "PreemptLowerPriority",
                    "description": "The data platform's batch: fills spare room and yields to every service."})
         for node, cpu in sorted(free.items()):
-            if cpu >= 100:
-                apply(self._worker(node, cpu))
-        self._batch[fault.id] = sorted(n for n, c in free.items() if c >= 100)
+            if cpu >= BATCH_UNIT:
+                apply(self._worker(node, cpu // BATCH_UNIT))
+        self._batch[fault.id] = sorted(n for n, c in free.items() if c >= BATCH_UNIT)
         fault.description += f" (the nightly batch fills {len(self._batch[fault.id])} nodes at {BATCH_CLASS})"
         return True
 
     @staticmethod
-    def _worker(node: str, cpu: int) -> dict[str, Any]:
+    def _worker(node: str, replicas: int) -> dict[str, Any]:
         labels = {"app": BATCH_APP, "app.kubernetes.io/part-of": "data-platform"}
-        resources = {"cpu": f"{cpu}m", "memory": BATCH_MEMORY}
+        resources = {"cpu": f"{BATCH_UNIT}m", "memory": BATCH_MEMORY}
         return {"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": batch_name(node), "namespace": BATCH_NAMESPACE, "labels": dict(labels)},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": BATCH_APP, HOSTNAME: node}},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": BATCH_APP, HOSTNAME: node}},
                          "template": {"metadata": {"labels": {**labels, HOSTNAME: node}},
                                       "spec": {"priorityClassName": BATCH_CLASS, "nodeSelector": {HOSTNAME: node},
                                                "containers": [{"name": "etl", "image": "busybox:1.36",
@@ -157,11 +166,14 @@ class PriorityPreemption(ManifestFault):
                                                                              "limits": dict(resources)}}]}}}}
 
     def victims(self, world: World, fault: Fault) -> set[tuple[str, str]]:
-        """(namespace, pod) of every pod the scheduler preempted since the fault began."""
+        """(namespace, pod) of every pod the scheduler preempted since the fault began, but the
+        batch's own workers (which any service's pod that needs room preempts, a CronJob's run
+        among them: the batch yielding, not the fault's impact)."""
         start = fault.start.isoformat().replace("+00:00", "Z")
         return {(e["involvedObject"].get("namespace") or "", e["involvedObject"]["name"])
                 for e in world.cluster.store.list("Event")
-                if e.get("reason") == "Preempted" and str(e.get("lastTimestamp") or e.get("eventTime") or "") >= start}
+                if e.get("reason") == "Preempted" and str(e.get("lastTimestamp") or e.get("eventTime") or "") >= start
+                and e["involvedObject"].get("namespace") != BATCH_NAMESPACE}
 
     def cleanup(self, world: World, fault: Fault) -> None:
         """The batch finishes (its workers go); the on-call human reverts the change if it is

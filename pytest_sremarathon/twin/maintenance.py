@@ -3,7 +3,8 @@ deadline it announced, and the cluster's node drainer (what Karpenter, a managed
 upgrade or a node termination handler runs) moves the work off before then.
 
 For each node in :attr:`NodeMaintenance.scheduled` (node -> deadline), every tick: the node
-is cordoned, and each active pod on it is evicted through the same check the ``pods/eviction``
+is cordoned, and each active pod on it but a DaemonSet's (``kubectl drain --ignore-daemonsets``:
+the node agent stays, tolerating the cordon, until the host goes) is evicted through the same check the ``pods/eviction``
 subresource makes (PodDisruptionBudgets honoured, :func:`.disruption.check_eviction`); a
 refused eviction is retried at the next tick and reported as a ``FailedDraining`` warning on
 the node with the server's words. At the deadline the host goes away whatever still runs on
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..k8s.objects import EventRecorder, pod_is_active
 from ..k8s.store import ApiError, Store, iso
+from .daemonsets import is_daemon_pod
 from .disruption import check_eviction
 
 COMPONENT = "node-drainer"
@@ -45,7 +47,9 @@ class NodeMaintenance:
                 self.store.touch(node, spec_changed=True)
                 self.events.record(node, "Normal", "NodeMaintenance",
                                    f"Draining node for scheduled host maintenance at {iso(deadline)}", COMPONENT)
-            pods = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name and pod_is_active(p)]
+            # A DaemonSet's pod is not drained (it would only come back): what counts is the workload.
+            pods = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name and pod_is_active(p)
+                    and not is_daemon_pod(p)]
             if now >= deadline:
                 del self.scheduled[name]
                 self.retired.add(name)

@@ -19,6 +19,7 @@ from pytest_sremarathon.faults import Fault, builtin_registry
 from pytest_sremarathon.faults.catalogue import CuratedChange, load_catalogue
 from pytest_sremarathon.faults.disruption import MAINTENANCE_NOTICE, PdbBlocksDrain
 from pytest_sremarathon.k8s.objects import pod_is_active
+from pytest_sremarathon.twin.daemonsets import is_daemon_pod
 from pytest_sremarathon.twin.disruption import EVICTION_REFUSED
 
 SHOP = APPS_DIR / "shop"
@@ -42,7 +43,9 @@ class ShopWorld(AppTwin):
                 for labels, _, _ in rule(self.cluster, self.apps) if "service" in labels}
 
     def on(self, node: str, service: str = "") -> list[dict[str, Any]]:
+        # The node's DaemonSet pods (node-log-shipper) stay through a drain, as on a real cluster.
         return [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == node and pod_is_active(p)
+                and not is_daemon_pod(p)
                 and (not service or p["metadata"]["labels"].get("app") == service)]
 
     def node_events(self, node: str, reason: str) -> list[str]:

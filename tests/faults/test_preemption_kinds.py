@@ -96,8 +96,9 @@ def test_the_batch_preempts_the_service_and_only_it(tmp_path: Path) -> None:
         world.tick()
         seen |= world.erroring()
         assert not kind.mitigated(world, fault)
-    # the scheduler preempted the email pods, and nothing else
-    victims = world.preempted()
+    # the scheduler preempted the email pods, and nothing else but batch workers (yielding to a
+    # service's pod that needs room: a CronJob's run)
+    victims = [v for v in world.preempted() if v[0] != BATCH_NAMESPACE]
     assert victims and {ns for ns, _ in victims} == {"shop"}
     assert all(name.startswith("email-") for _, name in victims)
     assert set(victims) == kind.victims(world, fault)
@@ -109,8 +110,8 @@ def test_the_batch_preempts_the_service_and_only_it(tmp_path: Path) -> None:
         assert target is not None and target["reason"] == "PreemptionByScheduler"
     # the batch runs on every node; the email replacements are Pending, unschedulable
     batch = [p for p in world.store.list("Pod", BATCH_NAMESPACE) if pod_is_active(p)]
-    assert len(batch) == 4 and all(p["spec"].get("nodeName") and p["spec"]["priority"] == BATCH_PRIORITY
-                                   for p in batch)
+    assert len({p["spec"].get("nodeName") for p in batch}) == 4
+    assert all(p["spec"].get("nodeName") and p["spec"]["priority"] == BATCH_PRIORITY for p in batch)
     email = world.pods("shop", "email")
     assert email and all(not p["spec"].get("nodeName") for p in email) and world.email_ready() == 0
     for p in email:
@@ -167,8 +168,8 @@ def test_wrong_repairs_do_not_count(tmp_path: Path) -> None:
     for p in [p for p in world.store.list("Pod", BATCH_NAMESPACE) if pod_is_active(p)]:
         world.store.delete("Pod", BATCH_NAMESPACE, p["metadata"]["name"])
     still_broken()
-    assert len([p for p in world.store.list("Pod", BATCH_NAMESPACE)
-                if pod_is_active(p) and p["spec"].get("nodeName")]) == 4
+    assert len({p["spec"]["nodeName"] for p in world.store.list("Pod", BATCH_NAMESPACE)
+                if pod_is_active(p) and p["spec"].get("nodeName")}) == 4
     # deleting the other tenant's batch outright: email runs again, still below the batch tier
     # (the next crunch preempts it again): the cause is live, so no repair
     for d in world.store.list("Deployment", BATCH_NAMESPACE):
@@ -237,14 +238,15 @@ def test_kubectl_shows_the_preemption_and_a_live_fix_mitigates(tmp_path: Path) -
         classes = {r.split()[0]: r.split()[1] for r in kc("get", "pc").splitlines()[1:]}
         assert classes["shop-best-effort"] == "-100" and classes["batch-preemptible"] == "-10"
         events = kc.json("get", "events", "-A", "--field-selector=reason=Preempted")["items"]
+        # (a CronJob's run preempts a few batch workers: the batch yielding to a service)
         assert events and {(e["involvedObject"]["namespace"], e["involvedObject"]["name"].split("-")[0])
-                           for e in events} == {("shop", "email")}
+                           for e in events if e["involvedObject"]["namespace"] != BATCH_NAMESPACE} == {("shop", "email")}
         rows = kc("get", "pods", "-n", "shop", "-l", "app=email", "--no-headers").splitlines()
         assert rows and all(r.split()[2] == "Pending" for r in rows)
         described = kc("describe", "pods", "-n", "shop", "-l", "app=email")
         assert "FailedScheduling" in described and "Insufficient cpu" in described
-        batch = kc("get", "pods", "-n", BATCH_NAMESPACE, "--no-headers").splitlines()
-        assert len(batch) == 4 and all(r.split()[2] == "Running" for r in batch)
+        batch = kc("get", "pods", "-n", BATCH_NAMESPACE, "-o", "wide", "--no-headers").splitlines()
+        assert len({r.split()[6] for r in batch if r.split()[2] == "Running"}) == 4
         # wrong: a rollout restart brings new pods at the same class
         kc("rollout", "restart", "deployment/email", "-n", "shop")
         sim.run(90)

@@ -130,6 +130,9 @@ def test_cordoning_moves_no_running_pod_but_blocks_new_ones(shop: Shop) -> None:
     obj = copy.deepcopy(shop.store.get("Node", None, node))
     obj["spec"]["unschedulable"] = True
     shop.store.replace(obj, check_rv=False)
+    # ad's HorizontalPodAutoscaler would scale a manual 8 back to what its load needs (as on a
+    # real cluster): take it away first, as an operator scaling by hand does
+    shop.store.delete("HorizontalPodAutoscaler", "shop", "ad")
     shop.edit("Deployment", "ad", lambda d: d["spec"].update(replicas=8))
     shop.run(180)
     still = [p["metadata"]["name"] for p in shop.store.list("Pod", "shop") if p["spec"].get("nodeName") == node]
