@@ -127,7 +127,9 @@ def test_every_family_is_recorded_with_its_metadata(shop: Shop) -> None:
     assert len(up) == 22 and all(s["value"][1] == "1" for s in up)  # every shop pod answers its scrape
     assert shop.value('kube_node_status_condition{node="worker-a1", condition="Ready", status="true"}') == 1
     assert shop.value('sum(kube_pod_status_phase{namespace="shop", phase="Running"})') == 22
-    assert shop.value('sum(kube_deployment_spec_replicas{namespace="shop"})') == 22
+    # 21 of them are Deployments' and cart-cache's is its StatefulSet's (a datastore, with a claim)
+    assert shop.value('sum(kube_deployment_spec_replicas{namespace="shop"})') == 21
+    assert shop.value('kube_statefulset_replicas{namespace="shop", statefulset="cart-cache"}') == 1
     limits = shop.query('kube_pod_container_resource_limits{namespace="shop", resource="memory"}')
     assert limits and all(float(s["value"][1]) > 0 and s["metric"]["unit"] == "byte" for s in limits)
     assert shop.value('redis_connected_clients{service="cart-cache"}') == 2  # the two cart pods
