@@ -42,8 +42,13 @@ def test_a_service_failing_75_percent_of_its_requests_reads_about_75_percent_in_
       the counts say what the real handlers did;
     * that share is the handlers' (one run a tick: sd 0.068 twenty minutes in, 0.046 fifty
       minutes in), within 3 sd of 0.75; together every scrape is within 0.25 of 0.75 (about
-      3 sd), three quarters within 0.12 and the half hour's mean within 0.06. The old counting
-      read 0 or 1: every scrape 0.25 or more away."""
+      3 sd) and three quarters within 0.12. The half hour's mean ratio is held to the mean of
+      the handlers' share over the same scrapes (within 0.05, and the binomial z-scores average
+      under 1 in magnitude: the counts are unbiased), not to 0.75 itself: that mean follows
+      the handlers' own draw of users (sd about 0.05 here), so a bound of 0.06 around 0.75
+      tested the seed, not the counts (the autoscaling merge's new objects shifted the draw to a
+      share of 0.69, which the scrapes read as 0.685). The old counting read 0 or 1: every
+      scrape 0.25 or more away."""
     shop.break_checkout()
     shop.run(120)  # the rollout
     runs: list[bool] = []  # what checkout's handler did, run by run: failed?
@@ -62,7 +67,7 @@ def test_a_service_failing_75_percent_of_its_requests_reads_about_75_percent_in_
 
             c.module.ENDPOINTS["place_order"] = recorded
     shop.run(1080)  # twenty minutes of the fault
-    ratios, off, binomial = [], [], []
+    ratios, off, binomial, shares = [], [], [], []
     for _ in range(60):  # half an hour of scrapes
         shop.run(30)
         expected = shop.checkout_rps() * 30
@@ -71,6 +76,7 @@ def test_a_service_failing_75_percent_of_its_requests_reads_about_75_percent_in_
         ratio = shop.value(ERROR_RATIO)
         ratios.append(ratio)
         share = sum(runs) / len(runs)
+        shares.append(share)
         binomial.append((ratio - share) / (share * (1 - share) / count) ** 0.5)
     share, n = sum(runs) / len(runs), len(runs)
     assert 1.5 < shop.checkout_rps() < 1.9 and 90 <= n <= 110
@@ -80,7 +86,8 @@ def test_a_service_failing_75_percent_of_its_requests_reads_about_75_percent_in_
     assert abs(share - 0.75) < 3 * (0.75 * 0.25 / n) ** 0.5, (share, n)
     assert all(abs(r - 0.75) < 0.25 for r in ratios), ratios
     assert sum(abs(r - 0.75) < 0.12 for r in ratios) >= 0.75 * len(ratios), ratios
-    assert abs(statistics.fmean(ratios) - 0.75) < 0.06
+    assert abs(statistics.fmean(ratios) - statistics.fmean(shares)) < 0.05, (statistics.fmean(ratios), shares[-1])
+    assert abs(statistics.fmean(binomial)) < 1, binomial
     # what the alert rules read is the same counts: the MetricStore's error ratio of each tick
     window = shop.cluster.metrics.window("shop", "checkout", "error_ratio", 10)
     assert window[-1] == pytest.approx(ratios[-1])
@@ -120,7 +127,9 @@ def test_every_family_is_recorded_with_its_metadata(shop: Shop) -> None:
     assert len(up) == 22 and all(s["value"][1] == "1" for s in up)  # every shop pod answers its scrape
     assert shop.value('kube_node_status_condition{node="worker-a1", condition="Ready", status="true"}') == 1
     assert shop.value('sum(kube_pod_status_phase{namespace="shop", phase="Running"})') == 22
-    assert shop.value('sum(kube_deployment_spec_replicas{namespace="shop"})') == 22
+    # 21 of them are Deployments' and cart-cache's is its StatefulSet's (a datastore, with a claim)
+    assert shop.value('sum(kube_deployment_spec_replicas{namespace="shop"})') == 21
+    assert shop.value('kube_statefulset_replicas{namespace="shop", statefulset="cart-cache"}') == 1
     limits = shop.query('kube_pod_container_resource_limits{namespace="shop", resource="memory"}')
     assert limits and all(float(s["value"][1]) > 0 and s["metric"]["unit"] == "byte" for s in limits)
     assert shop.value('redis_connected_clients{service="cart-cache"}') == 2  # the two cart pods

@@ -23,10 +23,21 @@ def _pod(name: str, script: str) -> str:
                  "containers": [{"name": "main", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]}})
 
 
+# shop is hardened (default-deny ingress; cart-cache admits only app=cart): a new workload that
+# calls the cache needs its own allow rule, as on a real cluster, or its packets are dropped.
+ALLOW_TEST_PODS = json.dumps({
+    "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+    "metadata": {"name": "cart-cache-allow-init-test-pods", "namespace": "shop"},
+    "spec": {"podSelector": {"matchLabels": {"app": "cart-cache"}}, "policyTypes": ["Ingress"],
+             "ingress": [{"from": [{"podSelector": {"matchExpressions": [
+                 {"key": "run", "operator": "In", "values": ["good", "bad"]}]}}]}]}})
+
+
 def test_init_containers_gate_the_app_container(tmp_path: Path) -> None:
     sim = AgentSimulation(tmp_path, TOKEN)
     try:
         kubectl = kubectl_for(sim.kubeconfig, tmp_path / "cache")
+        kubectl("apply", "-f", "-", input=ALLOW_TEST_PODS)
         kubectl("apply", "-f", "-", input=_pod("good", "nc -z -w 2 cart-cache 6379 && echo cart-cache is up"))
         kubectl("apply", "-f", "-", input=_pod(
             "bad", "for i in 1 2 3; do nc -z -w 2 cart-cache 6380 && exit 0; echo waiting for cart-cache:6380; "

@@ -63,10 +63,14 @@ def test_set_env_and_edit_roll_out_through_the_controllers(sim: AgentSimulation,
     running = [kubelet.by_name[("shop", p["metadata"]["name"])] for p in sim.pods("recommendation")]
     assert running and all(c.ctx and c.ctx.config_data["MAX_RECOMMENDATIONS"] == "2" for c in running)
     editor = tmp_path / "editor.sh"
-    editor.write_text("#!/bin/sh\nsed -i 's/^  replicas: 2$/  replicas: 3/' \"$1\"\n")
+    # email is autoscaled (autoscaling.yaml): its HPA owns the replica count, and would set an
+    # edited Deployment's replicas back to what it computes, as on a real cluster. Growing it
+    # is an edit of the HPA's floor, which the HPA then rolls onto the Deployment.
+    editor.write_text("#!/bin/sh\nsed -i 's/^  minReplicas: 2$/  minReplicas: 3/' \"$1\"\n")
     editor.chmod(0o755)
-    kc.run("edit", "deployment/email", "-n", "shop", env={"KUBE_EDITOR": str(editor)})
+    kc.run("edit", "hpa/email", "-n", "shop", env={"KUBE_EDITOR": str(editor)})
     sim.run(120)
+    assert kc.json("-n", "shop", "get", "deployment", "email")["spec"]["replicas"] == 3
     assert len([p for p in sim.pods("email") if p["status"].get("phase") == "Running"]) == 3
 
 
