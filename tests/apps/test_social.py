@@ -284,7 +284,7 @@ def test_catalogue_covers_every_change_kind() -> None:
             if tag.kind == "config-percentage-rollout":
                 assert tag.value and 0 < float(tag.value) < 100, c.id  # a share of the users, not all
         else:
-            assert tag.object in ("Deployment", "Service") and tag.field, c.id
+            assert tag.object in ("Deployment", "StatefulSet", "Service") and tag.field, c.id  # the workload or its Service
             assert all(e.file == f"manifests/{tag.service}.yaml" for e in c.edits), c.id
             if tag.kind == "manifest-image-tag":
                 assert tag.object == "Deployment" and (tag.value or "").startswith(f"{NS}/{tag.service}:"), c.id
