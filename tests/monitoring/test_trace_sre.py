@@ -14,11 +14,19 @@ from pytest_sremarathon.bundle import open_bundle
 from pytest_sremarathon.marathon import Marathon, MarathonOptions
 from pytest_sremarathon.scenario import load_scenario
 
+# Seed 4 of the smoke marathon draws a code exception in a backend service (shop/currency), a
+# failure that alerts upstream, at the services calling it, and that only the traces say began
+# there; the test checks the draw holds one. (The scenario's own seed 1 draws none since the
+# catalogue grew.)
+SEED = 4
+
 
 def test_trace_sre_localizes_the_smoke_marathons_faults_from_promql_and_traces(tmp_path: Path) -> None:
-    options = MarathonOptions(agent=AgentSpec.from_options("pytest_sremarathon.baselines:TraceSRE"), seed=1,
+    options = MarathonOptions(agent=AgentSpec.from_options("pytest_sremarathon.baselines:TraceSRE"), seed=SEED,
                               out_dir=tmp_path / "runs")
     result = Marathon(load_scenario(SCENARIOS_DIR / "smoke.yaml"), options).run()
+    assert [f for f in result.score.faults
+            if f.kind == "code-exception" and not f.component.endswith("/frontend")], result.score.faults
     events = open_bundle(result.bundle).events
     steps = [e.data for e in events if e.type == "agent.step"]
     assert steps and all(s["outcome"] == "ok" for s in steps), [s.get("error") for s in steps]
