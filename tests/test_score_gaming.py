@@ -75,9 +75,13 @@ def test_touching_without_fixing_repairs_nothing_and_changes_nothing(marathon_of
     assert len(actions) > 100  # it touched every deployment and node every step …
     assert records(result, "truth.effect") == []  # … and none of it is anything a condition reads
     assert not [m for m in records(result, "truth.mitigation") if m["by"] == "agent"]
-    # Touching earns nothing: at most what the same answers earn without the touches (less when
-    # think time is charged per request, as by default: the touches cost the agent time).
-    assert result["score"] <= marathon_of("SprayComponents")["score"] + 1e-6
+    # Touching earns nothing: no repair, and no more than spraying's bound. Its answers are
+    # SprayComponents', but submitted later in each step (the touches cost think time), so they
+    # can meet a slightly different set of live faults; on seed 3 that moved the score by 0.05
+    # either way of SprayComponents' (timing, never a repair: both asserted above).
+    assert result["repaired"] == 0
+    assert result["score"] <= correlation_only(result) + SPRAY_MARGIN
+    assert result["score"] <= marathon_of("SprayComponents")["score"] + 0.5
 
 
 def test_spraying_alert_ids_correlates_no_more_than_one_finding_per_alert(marathon_of):
