@@ -6,7 +6,7 @@ needs from a cluster — ``artifacts`` (where the build puts artifacts) and ``ap
 the deploy sends rendered objects) — and turns them into processes, as a kubelet would:
 
 * a ``ConfigMap`` or ``Secret`` is remembered (containers read them as environment);
-* a ``Deployment`` becomes one ``python -m pytest_sremarathon.runtime`` process (replicas > 0),
+* a ``Deployment`` (or a datastore's ``StatefulSet``) becomes one ``python -m pytest_sremarathon.runtime`` process (replicas > 0),
   restarted when its image or environment changes. An artifact image runs that artifact; any
   other image (``redis:7.2-alpine`` …) runs the built-in datastore;
 * every service of every app gets a fixed loopback port up front, and every process gets the
@@ -96,7 +96,7 @@ class LocalCluster:
             data = {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
             data.update({k: str(v) for k, v in (obj.get("stringData") or {}).items()})
             self._secrets[key] = data
-        elif kind == "Deployment":
+        elif kind in ("Deployment", "StatefulSet"):  # a datastore's set: one process like any workload
             self._deploy(key[0], key[1], obj)
 
     def addrs(self, namespace: str) -> dict[str, str]:
