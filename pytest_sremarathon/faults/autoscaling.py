@@ -21,15 +21,11 @@ sets the size back within a sync period, as a real one does.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
-from .. import yamlio
 from ..provenance import EvidenceRef
 from .base import Fault, World, workload_evidence
-from .change import ChangeFault, _matches, parse_path, resolve
+from .change import ChangeFault, _matches, head_manifest, parse_path, resolve
 from .infrastructure import SATURATED, cpu_limit, typical, utilisation
 
 #: CPU per pod, as a share of the limit, the campaign asks of the service at the size its
@@ -67,16 +63,7 @@ class AutoscalerFault(ChangeFault):
         return tag.service, parse_path(tag.field), tag.value
 
     def _manifest(self, world: World, fault: Fault) -> Optional[dict[str, Any]]:
-        name = self.tag(world, fault).service
-        for p in sorted(world.pipelines.apps[fault.app].repo.path.glob("manifests/*.yaml")):
-            try:
-                docs = yamlio.load_all(world.pipelines.head_file(fault.app, str(Path("manifests") / p.name)))
-            except yaml.YAMLError:
-                continue
-            for doc in docs:
-                if isinstance(doc, dict) and doc.get("kind") == OBJECT and (doc.get("metadata") or {}).get("name") == name:
-                    return doc
-        return None
+        return head_manifest(world, fault.app, OBJECT, self.tag(world, fault).service)
 
     def live(self, world: World, fault: Fault) -> bool:
         name, path, bad = self._target(world, fault)

@@ -550,16 +550,8 @@ class ManifestFault(ChangeFault):
 
     def in_head(self, world: World, fault: Fault) -> bool:
         kind, name, path, bad = self._target(world, fault)
-        for p in sorted(world.pipelines.apps[fault.app].repo.path.glob("manifests/*.yaml")):
-            rel = str(Path("manifests") / p.name)
-            try:
-                docs = yamlio.load_all(world.pipelines.head_file(fault.app, rel))
-            except yaml.YAMLError:
-                continue
-            for doc in docs:
-                if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
-                    return _matches(resolve(doc, path), bad)
-        return False
+        doc = head_manifest(world, fault.app, kind, name)
+        return doc is not None and _matches(resolve(doc, path), bad)
 
     def evidence(self, world: World, fault: Fault) -> list[EvidenceRef]:
         """The manifest's object: the Service's spec, or the Deployment's template (and, for
@@ -700,6 +692,19 @@ class ManifestImageTag(ManifestFault):
         return any(bad(p["spec"].get("containers") or []) for p in _pods(world, fault.app, name))
 
 
+
+
+def head_manifest(world: World, app: str, kind: str, name: str) -> Optional[dict[str, Any]]:
+    """The object ``kind``/``name`` as the app's HEAD manifests define it (None: none does)."""
+    for p in sorted(world.pipelines.apps[app].repo.path.glob("manifests/*.yaml")):
+        try:
+            docs = yamlio.load_all(world.pipelines.head_file(app, str(Path("manifests") / p.name)))
+        except yaml.YAMLError:
+            continue
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") == kind and (doc.get("metadata") or {}).get("name") == name:
+                return doc
+    return None
 
 
 @functools.lru_cache(maxsize=128)

@@ -18,16 +18,12 @@ five minutes later.
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
-from .. import yamlio
 from ..k8s.objects import pod_is_active, pod_is_ready
 from ..provenance import EvidenceRef
 from .base import Fault, World, node_evidence, workload_evidence
-from .change import ChangeFault, _matches, parse_path, resolve
+from .change import ChangeFault, _matches, head_manifest, parse_path, resolve
 
 #: Notice of a scheduled host maintenance: Azure Scheduled Events' minimum for a Redeploy
 #: (learn.microsoft.com, "Azure Metadata Service: Scheduled Events for Linux VMs").
@@ -71,15 +67,8 @@ class PdbBlocksDrain(ChangeFault):
 
     def in_head(self, world: World, fault: Fault) -> bool:
         name, path, bad = self._target(world, fault)
-        for p in sorted(world.pipelines.apps[fault.app].repo.path.glob("manifests/*.yaml")):
-            try:
-                docs = yamlio.load_all(world.pipelines.head_file(fault.app, str(Path("manifests") / p.name)))
-            except yaml.YAMLError:
-                continue
-            for doc in docs:
-                if isinstance(doc, dict) and doc.get("kind") == OBJECT and (doc.get("metadata") or {}).get("name") == name:
-                    return _matches(resolve(doc, path), bad)
-        return False
+        doc = head_manifest(world, fault.app, OBJECT, name)
+        return doc is not None and _matches(resolve(doc, path), bad)
 
     @staticmethod
     def _maintenance(world: World) -> Any:
