@@ -181,6 +181,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     # stateful workloads and their claims (a curated change may add a claim: manifest-claim-unbindable)
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
     "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
+    "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses", False),  # what the claims name, where missing
     # batch work, node agents, and each app's network policies, quota and limits
     "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
     "Job": ("/apis/batch/v1", "jobs", True),

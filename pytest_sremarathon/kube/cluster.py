@@ -48,7 +48,8 @@ from . import node_faults
 from .api import KubeApi, KubeApiError, api_version, collection_path, object_path
 from .images import ImagePublisher, image_tag
 from .manifests import artifact_image as parse_artifact_image
-from .manifests import externals_env, for_cluster, namespace_object
+from .manifests import (IS_DEFAULT_CLASS, claimed_storage_classes, externals_env, for_cluster, namespace_object,
+                        storage_class_like)
 from .scrape import ParseError, PodCounters, PodScrape, ServiceMetrics, parse, pod_proxy_path
 from .series import KubeSeries, ScrapedPod
 
@@ -382,6 +383,7 @@ class KubeCluster:
         self._configs: dict[tuple[str, str, int], dict[str, str]] = {}  # (pod uid, container, restarts) -> env
         self._node_usage: dict[str, tuple[int, int]] = {}
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kube-scrape")
+        self._storage_classes: set[str] = set()  # classes known to exist (checked once per name)
 
     # -- set-up ------------------------------------------------------------------------------
     def bootstrap(self) -> None:
@@ -417,11 +419,31 @@ class KubeCluster:
                     self.artifacts.put(artifact, datastore_image=image)
                 images[image] = self.artifacts.tags.get(artifact.digest, image)
                 digests[image] = artifact.digest
+        self._ensure_storage_classes(claimed_storage_classes(obj))
         rendered = for_cluster(obj, images, ports=dict(sorted(self._ports.get(ns, {}).items())),
                                externals=externals_env(app) if app else {}, digests=digests)
         result = self.api.apply(rendered)
         self.applied[(obj["kind"], ns, md["name"])] = rendered
         return result
+
+    def _ensure_storage_classes(self, names: set[str]) -> None:
+        """Create each StorageClass a manifest's claims name that the cluster lacks, modelled on
+        its default class (see :func:`~.manifests.storage_class_like`), before the manifest."""
+        missing = names - self._storage_classes
+        if not missing:
+            return
+        classes = {c["metadata"]["name"]: c for c in self.api.get(collection_path("StorageClass"))["items"]}
+        default = next((c for c in classes.values()
+                        if (c["metadata"].get("annotations") or {}).get(IS_DEFAULT_CLASS) == "true"), None)
+        for name in sorted(missing - set(classes)):
+            if default is None:
+                raise PipelineError(422, f"the manifests claim StorageClass {name!r}, which the cluster lacks, and the "
+                                         f"cluster has no default StorageClass ({IS_DEFAULT_CLASS}) to model it "
+                                         f"on; create a StorageClass named {name!r} (kubectl apply -f …) and run "
+                                         "again")
+            self.api.apply(storage_class_like(default, name))
+            self.progress(f"created StorageClass {name} (as the default class {default['metadata']['name']})")
+        self._storage_classes |= names
 
     def rps(self, app: AppSpec) -> float:
         return app.traffic.base_rps * diurnal(self.clock()) * self.surge.get(app.namespace, 1.0)

@@ -110,6 +110,32 @@ def namespace_object(name: str, app: Optional[str] = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
+IS_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+
+
+def claimed_storage_classes(obj: dict[str, Any]) -> set[str]:
+    """The StorageClasses a manifest's claims name (a StatefulSet's claim templates, a claim)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "StatefulSet":
+        claims = [t.get("spec") or {} for t in spec.get("volumeClaimTemplates") or []]
+    elif obj.get("kind") == "PersistentVolumeClaim":
+        claims = [spec]
+    else:
+        return set()
+    return {c["storageClassName"] for c in claims if c.get("storageClassName")}
+
+
+def storage_class_like(default: dict[str, Any], name: str) -> dict[str, Any]:
+    """A class named ``name`` that provisions as the cluster's default class does. The apps'
+    datastores claim ``standard-regional`` (regional disks on the twin); a kind cluster ships
+    only ``standard`` (node-local volumes), so there the regional class is the same provisioner
+    under the name the manifests use: the claims bind instead of staying Pending."""
+    keep = ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode", "allowVolumeExpansion", "mountOptions")
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "sremarathon"}},
+            **{k: default[k] for k in keep if k in default}}
+
+
 def check(objects: Iterable[dict[str, Any]]) -> list[str]:
     """Problems that would make a real cluster pull or misplace images (empty when none):
     ``:latest`` or untagged images, pull policies other than IfNotPresent/Never."""

@@ -253,6 +253,51 @@ def test_in_place_changes_are_written_back_to_the_cluster(target: Target) -> Non
         target.kube.store.touch(secret)
 
 
+def test_a_storage_class_the_datastores_claim_is_created_where_the_cluster_lacks_it(tmp_path: Path) -> None:
+    """A kind cluster has only its default ``standard`` class; the datastores' claims name
+    ``standard-regional``. Deploying one creates that class as a copy of the default class, so
+    the claim can bind instead of staying Pending; with no default class to copy, the deploy
+    says what to create."""
+    clock = VirtualClock()
+    store = Store(clock)
+    twin = TwinCluster(store, [load_app(SHOP)], ArtifactStore(), Topology())
+    twin.bootstrap()
+    store.delete("StorageClass", None, "standard-regional")  # as on a kind cluster
+    server = ApiServer(store, tokens={ORCHESTRATOR_TOKEN: "orchestrator"}, admission=RecordingAdmission(),
+                       telemetry=twin)
+    server.start()
+    said: list[str] = []
+    try:
+        api = KubeApi.from_kubeconfig(server.write_kubeconfig(tmp_path / "k", ORCHESTRATOR_TOKEN))
+        kube = KubeCluster(api, [load_app(SHOP)], clock=clock, progress=said.append)
+        kube.bootstrap()
+        cache = next(d for d in yaml.safe_load_all((SHOP / "manifests" / "cart-cache.yaml").read_text())
+                     if d["kind"] == "StatefulSet")
+        assert manifests.claimed_storage_classes(cache) == {"standard-regional"}
+        kube.apply(cache)
+        kube.apply(cache)  # the second deploy finds the class it made
+        made, default = store.get("StorageClass", None, "standard-regional"), store.get("StorageClass", None, "standard")
+        assert made is not None and default is not None
+        assert made["provisioner"] == default["provisioner"]
+        assert made["volumeBindingMode"] == default["volumeBindingMode"]
+        assert [m for m in said if "StorageClass" in m] == ["created StorageClass standard-regional (as the default "
+                                                             "class standard)"]
+        run_for(120, clock, twin.tick)
+        claims = store.list("PersistentVolumeClaim", "shop")
+        assert claims and all(c["status"].get("phase") == "Bound" for c in claims)
+
+        store.delete("StorageClass", None, "standard-regional")
+        store.delete("StorageClass", None, "standard")
+        fresh = KubeCluster(api, [load_app(SHOP)], clock=clock)
+        with pytest.raises(PipelineError, match="no default StorageClass.*create a StorageClass named "
+                                                "'standard-regional'"):
+            fresh.apply(cache)
+        fresh.close()
+        kube.close()
+    finally:
+        server.stop()
+
+
 # -- node faults -----------------------------------------------------------------------------------
 
 def kind_nodes() -> list[node_faults.NodeInfo]:
