@@ -47,9 +47,15 @@ from ..runtime.code import Artifact, ArtifactStore
 from . import node_faults
 from .api import KubeApi, KubeApiError, api_version, collection_path, object_path
 from .images import ImagePublisher, image_tag
+from .manifests import (
+    IS_DEFAULT_CLASS,
+    claimed_storage_classes,
+    externals_env,
+    for_cluster,
+    namespace_object,
+    storage_class_like,
+)
 from .manifests import artifact_image as parse_artifact_image
-from .manifests import (IS_DEFAULT_CLASS, claimed_storage_classes, externals_env, for_cluster, namespace_object,
-                        storage_class_like)
 from .scrape import ParseError, PodCounters, PodScrape, ServiceMetrics, parse, pod_proxy_path
 from .series import KubeSeries, ScrapedPod
 
