@@ -88,7 +88,8 @@ def test_the_wheel_carries_the_builtin_scenarios_and_applications(installed: Ins
     shipped = {"pytest_sremarathon/" + p.relative_to(REPO / "pytest_sremarathon").as_posix()
                for p in SCENARIOS_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert shipped <= names, sorted(shipped - names)
-    for path in ("scenarios/default.yaml", "scenarios/smoke.yaml", "scenarios/apps/conftest.py"):
+    for path in ("scenarios/default.yaml", "scenarios/smoke.yaml", "scenarios/apps/conftest.py",
+                 "twin/openapi_schemas.json"):  # (the last: what kubectl explain reads)
         assert f"pytest_sremarathon/{path}" in names
     for app in ("shop", "social", "hotel"):  # code, manifests, config, unit tests, curated changes
         for part in ("app.yaml", "services/", "manifests/", "config/", "tests/test_handlers.py",

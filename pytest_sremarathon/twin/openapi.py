@@ -5,20 +5,23 @@ Legacy discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/{g}/{v}``) lists eve
 Scale``, ``pods/eviction`` as ``policy/v1 Eviction``, ``pods/log``, ``*/status``) and the
 ``metrics.k8s.io/v1beta1`` group that ``kubectl top`` needs.
 
-OpenAPI v3 is deliberately permissive: every kind gets an object schema whose ``spec`` and
-``status`` accept anything. What clients *do* rely on is there: each PATCH operation carries
-``x-kubernetes-group-version-kind`` and a ``fieldValidation`` query parameter (so kubectl's
-default ``--validate=strict`` delegates validation to the server instead of downloading
-OpenAPI v2). PATCH request bodies list json-patch, merge-patch and apply-patch but *not*
-strategic-merge-patch: kubectl then computes ``apply``'s three-way strategic merge patch from
-its compiled-in Go types — exactly the patch metadata the real server has — rather than from
-our permissive schemas, which carry no merge keys.
+OpenAPI v3 carries each kind's real fields, their types and descriptions (generated from the
+official client's models: ``openapi_schemas.json``), so ``kubectl explain`` answers down any
+field path; a kind without a generated schema gets one whose ``spec`` and ``status`` accept
+anything. Each PATCH operation carries ``x-kubernetes-group-version-kind`` and a
+``fieldValidation`` query parameter (so kubectl's default ``--validate=strict`` delegates
+validation to the server instead of downloading OpenAPI v2). PATCH request bodies list
+json-patch, merge-patch and apply-patch but *not* strategic-merge-patch: kubectl then computes
+``apply``'s three-way strategic merge patch from its compiled-in Go types — exactly the patch
+metadata the real server has — rather than from these schemas, which carry no merge keys.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from ..k8s.store import RESOURCE_TYPES, ResourceType
@@ -142,7 +145,7 @@ _PKG = {"": "io.k8s.api.core.v1", "apps": "io.k8s.api.apps.v1",
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 
 
-def _schema_name(rt: ResourceType) -> str:
+def schema_name(rt: ResourceType) -> str:
     return f"{_PKG.get(rt.group, 'io.k8s.api.' + rt.group + '.' + rt.version)}.{rt.kind}"
 
 
@@ -242,6 +245,19 @@ def openapi_document(key: str) -> dict[str, Any] | None:
     return doc
 
 
+@cache
+def _generated() -> dict[str, Any]:
+    return json.loads(files(__package__).joinpath("openapi_schemas.json").read_text())
+
+
+def _real_schemas(key: str) -> dict[str, Any]:
+    """The component schemas the document ``key`` holds, with every field of the kinds and the
+    types they reach (``openapi_schemas.json``, made by ``tools/gen_openapi_schemas.py`` from the
+    official client's models): what ``kubectl explain`` prints, down any field path."""
+    data = _generated()
+    return {name: data["schemas"][name] for name in data["documents"].get(key, ())}
+
+
 def _build_document(key: str) -> dict[str, Any] | None:
     info = {"title": "Kubernetes", "version": SERVER_VERSION["gitVersion"]}
     if key in ("api", "apis", "version"):
@@ -267,10 +283,13 @@ def _build_document(key: str) -> dict[str, Any] | None:
         f"{_META}.Status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
         f"{_META}.ListMeta": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     }
+    real = _real_schemas(key)
     for rt in types:
-        name = _schema_name(rt)
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        name = schema_name(rt)
         ref = f"#/components/schemas/{name}"
-        schemas[name] = _object_schema(rt)
+        if name not in real:  # a kind without a generated schema: any fields
+            schemas[name] = _object_schema(rt)
         schemas[name + "List"] = {
             "type": "object", "required": ["items"],
             "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
@@ -278,7 +297,6 @@ def _build_document(key: str) -> dict[str, Any] | None:
                            "metadata": {"allOf": [{"$ref": f"#/components/schemas/{_META}.ListMeta"}],
                                         "default": {}}},
             "x-kubernetes-group-version-kind": [{"group": rt.group, "version": rt.version, "kind": rt.kind + "List"}]}
-        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
         scope = "Namespaced" if rt.namespaced else ""
         coll = f"{prefix}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{prefix}/{rt.plural}"
         suffix = f"{group_camel}{scope}{rt.kind}"
@@ -293,9 +311,9 @@ def _build_document(key: str) -> dict[str, Any] | None:
         if rt.kind in SCALE_KINDS:
             scale_gvk = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
             scale_ref = "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"
-            schemas["io.k8s.api.autoscaling.v1.Scale"] = {
+            schemas.setdefault("io.k8s.api.autoscaling.v1.Scale", {
                 "type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                "x-kubernetes-group-version-kind": [scale_gvk]}
+                "x-kubernetes-group-version-kind": [scale_gvk]})
             paths[coll + "/{name}/scale"] = {**_operations(rt, scale_gvk, scale_ref, True, suffix + "Scale"),
                                              "parameters": name_param + ns_param}
         if rt.namespaced:
@@ -304,6 +322,7 @@ def _build_document(key: str) -> dict[str, Any] | None:
                                                                                                f"{version}"],
                         "responses": _ok(ref + "List"), "x-kubernetes-action": "list",
                         "x-kubernetes-group-version-kind": gvk}}
+    schemas.update(real)  # the kinds' real schemas, and every type they reach
     return {"openapi": "3.0.0", "info": info, "paths": paths, "components": {"schemas": schemas}}
 
 
