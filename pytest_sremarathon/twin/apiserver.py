@@ -137,21 +137,12 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
             "/api": dumps(openapi.api_versions()),
             "/apis": dumps(openapi.api_group_list()),
             "/": dumps(openapi.root_paths()),
-            "/openapi/v3": dumps(openapi.openapi_index()),
         }
         for (g, v) in list(openapi.group_versions()) + [(openapi.METRICS_GROUP, openapi.METRICS_VERSION)]:
             prefix = f"/apis/{g}/{v}" if g else f"/api/{v}"
             self._static[prefix] = dumps(openapi.resource_list(g, v))
             if g:
                 self._static[f"/apis/{g}"] = dumps(openapi.api_group(g))
-                key = f"apis/{g}/{v}"
-            else:
-                key = f"api/{v}"
-            doc = openapi.openapi_document(key)
-            if doc is not None:
-                self._static[f"/openapi/v3/{key}"] = dumps(doc)
-        for key in ("api", "apis", "version"):
-            self._static[f"/openapi/v3/{key}"] = dumps(openapi.openapi_document(key))
         self.watch_bookmark_interval = 60.0  # wall seconds between BOOKMARKs on an idle watch
         self.aged_actor = "agent"  # whose Event timestamps are served for client-side ages (_event_json)
         self._openapi_v2 = openapi.openapi_v2_protobuf()
@@ -210,7 +201,7 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
                 return self._extension(handler, ctx)
         if path == "/openapi/v2" and ctx.method == "GET":
             return 200, openapi.OPENAPI_V2_PROTOBUF, self._openapi_v2
-        static = self._static.get(path)
+        static = self._static.get(path) or (_openapi_v3(path) if path.startswith("/openapi/v3") else None)
         if static is not None:
             if ctx.method != "GET":
                 raise method_not_allowed()
@@ -722,3 +713,17 @@ def _peer_closed(conn: socket.socket) -> bool:
 
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
+
+
+_OPENAPI_V3: dict[str, bytes] = {}  # path -> its served bytes (only paths that exist)
+
+
+def _openapi_v3(path: str) -> Optional[bytes]:
+    """``/openapi/v3`` and its documents, made on their first request (the documents hold every
+    field of every kind; making them costs a marathon whose agent never asks a fifth of a second)."""
+    if path not in _OPENAPI_V3:
+        doc = openapi.openapi_index() if path == "/openapi/v3" else openapi.openapi_document(path[len("/openapi/v3/"):])
+        if doc is None:
+            return None
+        _OPENAPI_V3[path] = dumps(doc)
+    return _OPENAPI_V3[path]
