@@ -537,12 +537,16 @@ def _component(owner: dict[str, Any]) -> str:
     return "replication-controller" if owner.get("kind") == "ReplicationController" else "replicaset-controller"
 
 
+_ENDPOINTS_INPUTS = ("Pod", "Service", "Endpoints")
+
+
 class EndpointsController:
     """Keeps one Endpoints object per Service with the ready (and not-ready) pod addresses."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
+        self._ns_synced: dict[str, tuple[int, ...]] = {}  # namespace -> the same, within it
         self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
 
     def reconcile(self) -> None:
@@ -552,13 +556,27 @@ class EndpointsController:
         self.slices.reconcile()
 
     def _sync(self) -> None:
+        # A namespace's Endpoints are a function of its own pods, Services and Endpoints: one
+        # whose versions of those kinds stand where the last pass left them (_ns_synced, taken
+        # after its writes) would be given the same Endpoints again, and is skipped.
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
-        for p in self.store.list("Pod"):
-            if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
-                for k, v in (p["metadata"].get("labels") or {}).items():
-                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
+        dirty: dict[str, bool] = {}
+
+        def changed(ns: str) -> bool:
+            moved = dirty.get(ns)
+            if moved is None:
+                moved = dirty[ns] = self._ns_synced.get(ns) != self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
+                if moved:
+                    for p in self.store.list("Pod", ns):
+                        if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                            for k, v in (p["metadata"].get("labels") or {}).items():
+                                by_label.setdefault((ns, k, v), []).append(p)
+            return moved
+
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            if not changed(ns):
+                continue
             selector = svc["spec"].get("selector")
             ready: list[dict[str, Any]] = []
             not_ready: list[dict[str, Any]] = []
@@ -593,6 +611,8 @@ class EndpointsController:
         for ep in list(self.store.list("Endpoints")):
             if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
                 self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+        for ns in dirty:
+            self._ns_synced[ns] = self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
 
 
 class NodeLifecycleController:
