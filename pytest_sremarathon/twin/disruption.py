@@ -69,9 +69,22 @@ def _expected_scale(store: Store, pods: list[dict[str, Any]]) -> int:
     return sum(seen.values())
 
 
-def compute_status(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+def _app_selected(pdb: dict[str, Any]) -> Optional[str]:
+    """The ``app`` label value of a budget that selects on that label alone (the apps' kind)."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    if not isinstance(selector, dict) or list(selector) != ["matchLabels"]:
+        return None
+    match = selector["matchLabels"]
+    if not isinstance(match, dict) or list(match) != ["app"] or not isinstance(match["app"], str):
+        return None
+    return match["app"]
+
+
+def compute_status(store: Store, pdb: dict[str, Any], pods: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """The budget's status now; ``pods`` are its :func:`selected_pods` when the caller has them."""
     spec = pdb.get("spec") or {}
-    pods = selected_pods(store, pdb)
+    if pods is None:
+        pods = selected_pods(store, pdb)
     healthy = sum(1 for p in pods if pod_is_ready(p))
     if "maxUnavailable" in spec:
         expected = _expected_scale(store, pods)
@@ -103,14 +116,28 @@ class DisruptionController:
         version = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
         if version == self._seen:
             return
+        # The active pods by (namespace, ``app`` label), built once per pass for the budgets that
+        # select on that label alone (every app's): the pass writes budgets only, so it stays
+        # what selected_pods would find, in the same (list) order.
+        by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
         for pdb in self.store.list("PodDisruptionBudget"):
-            refresh(self.store, pdb)
+            app = _app_selected(pdb)
+            pods = None
+            if app is not None:
+                if by_app is None:
+                    by_app = {}
+                    for p in self.store.list("Pod"):
+                        label = (p["metadata"].get("labels") or {}).get("app")
+                        if label is not None and pod_is_active(p):
+                            by_app.setdefault((p["metadata"]["namespace"], label), []).append(p)
+                pods = by_app.get((pdb["metadata"]["namespace"], app), [])
+            refresh(self.store, pdb, pods)
         self._seen = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
 
 
-def refresh(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+def refresh(store: Store, pdb: dict[str, Any], pods: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """Write the budget's status as of now (when it changed); returns it."""
-    status = compute_status(store, pdb)
+    status = compute_status(store, pdb, pods)
     conditions = (pdb.get("status") or {}).get("conditions")
     new = dict(status, conditions=[dict(c) for c in conditions or []])
     shadow = {"status": new}
