@@ -188,6 +188,16 @@ class Store:
     _sorted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> objects in list order
     _sorted_ns: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)  # kind -> ns -> the same
     _kind_rv: dict[str, int] = field(default_factory=dict)  # kind -> resourceVersion of its last change
+    _ns_rv: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, namespace) -> the same
+    # The objects of a kind by the uid of their controlling owner (the first ownerReference with
+    # ``controller``), kept by _record from every change of a live object: the key an object is
+    # filed under is remembered, so an owner change (a replace, an in-place edit then touch)
+    # moves it. _owned_rv is the resourceVersion of the last change to a group (a member
+    # written, added or gone); _owned_sorted the group in list order, dropped on any change.
+    _owned: dict[tuple[str, str], dict[tuple[str, str, str], dict[str, Any]]] = field(default_factory=dict)
+    _owner_of: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    _owned_rv: dict[tuple[str, str], int] = field(default_factory=dict)
+    _owned_sorted: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _changed: threading.Condition = field(init=False)
     _uids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     # Called as ``listener(type, obj)`` for every recorded change, under the lock: observers
@@ -219,6 +229,24 @@ class Store:
         """The resourceVersion of the last change to any object of each kind: a control loop
         whose inputs are these kinds can skip a pass when they have not moved."""
         return tuple(self._kind_rv.get(k, 0) for k in kinds)
+
+    def namespace_version(self, namespace: str, *kinds: str) -> tuple[int, ...]:
+        """:meth:`kind_version` within one namespace ("" for cluster-scoped objects)."""
+        return tuple(self._ns_rv.get((k, namespace), 0) for k in kinds)
+
+    def owned(self, kind: str, owner_uid: str) -> list[dict[str, Any]]:
+        """The live objects of ``kind`` whose controlling owner has ``owner_uid`` (any namespace),
+        in :meth:`list` order; the list is shared: read it, do not change it."""
+        group = (kind, owner_uid)
+        ordered = self._owned_sorted.get(group)
+        if ordered is None:
+            members = self._owned.get(group)
+            ordered = self._owned_sorted[group] = [obj for _, obj in sorted(members.items())] if members else []
+        return ordered
+
+    def owned_version(self, kind: str, owner_uid: str) -> int:
+        """The resourceVersion of the last change to :meth:`owned`'s objects (0: none yet)."""
+        return self._owned_rv.get((kind, owner_uid), 0)
 
     def get(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self._objects.get(_key(kind, namespace, name))
@@ -263,11 +291,41 @@ class Store:
 
     def _record(self, type_: str, obj: dict[str, Any]) -> None:
         md = obj["metadata"]
-        self._kind_rv[obj["kind"]] = self._rv
+        kind, ns = obj["kind"], md.get("namespace") or ""
+        self._kind_rv[kind] = self._rv
+        self._ns_rv[(kind, ns)] = self._rv
+        self._index_owner(type_, kind, ns, obj)
         self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"], obj))
         for listener in self.listeners:
             listener(type_, obj)
         self._changed.notify_all()
+
+    def _index_owner(self, type_: str, kind: str, ns: str, obj: dict[str, Any]) -> None:
+        """File a changed object under its controlling owner (see ``_owned``). A touch of an
+        object no longer stored changes no group: :meth:`list` does not show it either."""
+        md = obj["metadata"]
+        key = (kind, ns, md["name"])
+        before = self._owner_of.get(key)
+        uid: Optional[str] = None
+        if type_ != "DELETED":
+            if self._objects.get(key) is not obj:
+                return
+            for ref in md.get("ownerReferences") or []:
+                if ref.get("controller"):
+                    uid = ref.get("uid")
+                    break
+        if before is not None and before != uid:
+            group = (kind, before)
+            del self._owned[group][key]
+            del self._owner_of[key]
+            self._owned_rv[group] = self._rv
+            self._owned_sorted.pop(group, None)
+        if uid is not None:
+            group = (kind, uid)
+            self._owned.setdefault(group, {})[key] = obj
+            self._owner_of[key] = uid
+            self._owned_rv[group] = self._rv
+            self._owned_sorted.pop(group, None)
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         with self.lock:

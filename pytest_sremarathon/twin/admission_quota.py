@@ -84,13 +84,32 @@ def _counts(obj: dict[str, Any]) -> bool:
     return obj["kind"] != "Pod" or (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
+# id(stored pod) -> (that pod, its resourceVersion, pod_usage then): a stored pod's spec only
+# changes through the store, which moves its resourceVersion; the entry holds the pod, so its id
+# is not reused while cached. Bounded: cleared when it outgrows any cluster's pods.
+_USAGE: dict[int, tuple[dict[str, Any], str, dict[str, int]]] = {}
+
+
+def _stored_pod_usage(pod: dict[str, Any]) -> dict[str, int]:
+    """:func:`pod_usage` of a pod read from the store (read-only result)."""
+    rv = pod["metadata"].get("resourceVersion", "")
+    cached = _USAGE.get(id(pod))
+    if cached is not None and cached[0] is pod and cached[1] == rv:
+        return cached[2]
+    if len(_USAGE) > 4096:
+        _USAGE.clear()
+    usage = pod_usage(pod)
+    _USAGE[id(pod)] = (pod, rv, usage)
+    return usage
+
+
 def namespace_usage(store: Store, namespace: str, resources: set[str]) -> dict[str, int]:
     used = dict.fromkeys(resources, 0)
     compute = resources & _COMPUTE
     if compute:
         for pod in store.list("Pod", namespace):
             if _counts(pod):
-                usage = pod_usage(pod)
+                usage = _stored_pod_usage(pod)
                 for r in compute:
                     used[r] += usage[r]
     for r in resources - compute:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -40,6 +39,11 @@ INPUT_KINDS = ("Deployment", "ReplicaSet", "Pod", "ReplicationController")  # al
 POD_OWNERS = ("ReplicaSet", "ReplicationController")
 FOREVER = datetime.max.replace(tzinfo=timezone.utc)
 NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+#: What a pass over an owner read: its resourceVersion, the store's owned_version of the objects
+#: it controls, and their resourceVersions (in list order).
+_Inputs = tuple[str, int, tuple[str, ...]]
 
 
 def _parse_time(s: str, like: datetime) -> datetime:
@@ -83,7 +87,10 @@ class Controllers:
         self._refused: dict[str, tuple[int, str, datetime, float]] = {}
         # uid -> the resourceVersions of an object and what it controls, seen by a pass that
         # wrote nothing: the same inputs would give the same (empty) result, so the pass is skipped.
-        self._idle: dict[str, tuple[str, ...]] = {}
+        # (The group's owned_version is kept too: while it and the object's resourceVersion
+        # stand, the resourceVersions of the group's objects are those seen.)
+        self._idle: dict[str, _Inputs] = {}
+        self._due: dict[str, tuple[str, datetime]] = {}  # uid -> (resourceVersion, _idle_until then)
         self._collected: tuple[int, ...] = ()  # the kinds' versions after the last garbage collection
         # Whether an object may have lost its controlling owner since the last collection: an
         # owner was deleted, or an object was written whose owner was missing then (the store
@@ -92,9 +99,6 @@ class Controllers:
         store.listeners.append(self._note_change)
         self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
         self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
-        # kind -> (its version, its objects by controlling owner): regrouped only when an object
-        # of the kind changed (every change bumps the kind's version; the lists hold live dicts).
-        self._groups: dict[str, tuple[tuple[int, ...], dict[str, list[dict[str, Any]]]]] = {}
 
     def _template_hash(self, d: dict[str, Any]) -> str:
         key = (d["metadata"]["uid"], d["metadata"].get("generation", 1))
@@ -111,40 +115,53 @@ class Controllers:
         idle, self._idle = self._idle, {}
         before = self.store.resource_version
         quiet_until = FOREVER
-        replicasets = self._by_controller("ReplicaSet")
         for d in list(self.store.list("Deployment")):
-            rss = replicasets.get(d["metadata"]["uid"], [])
-            due = _idle_until(d)
+            rss = self.store.owned("ReplicaSet", d["metadata"]["uid"])
+            due = self._idle_until(d)
             quiet_until = min(quiet_until, due)
-            self._unless_idle(idle, d, rss, lambda: self.reconcile_deployment(d, rss), now <= due)  # noqa: B023
-        pods = self._by_controller("Pod")
+            self._unless_idle(idle, d, "ReplicaSet", rss, now <= due)
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
-            owned = pods.get(rs["metadata"]["uid"], [])
-            self._unless_idle(idle, rs, owned, lambda: self.reconcile_replicaset(rs, owned),  # noqa: B023
-                              rs["metadata"]["uid"] not in self._refused)  # a refused one retries on time
+            # (a refused one retries on time)
+            self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", rs["metadata"]["uid"]),
+                              rs["metadata"]["uid"] not in self._refused)
         for _, _, retry_at, _ in self._refused.values():
             quiet_until = min(quiet_until, retry_at)
         self.collect_garbage()
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, quiet_until) if quiet else ((), FOREVER)
 
-    def _by_controller(self, kind: str) -> dict[str, list[dict[str, Any]]]:
-        """The objects of ``kind`` grouped by the uid of their controlling owner (read-only)."""
-        version = self.store.kind_version(kind)
-        cached = self._groups.get(kind)
-        if cached is None or cached[0] != version:
-            cached = self._groups[kind] = (version, _by_controller(self.store.list(kind)))
+    def _idle_until(self, d: dict[str, Any]) -> datetime:
+        """:func:`_idle_until`, kept per Deployment while its resourceVersion stands (it reads
+        the Deployment alone)."""
+        md = d["metadata"]
+        cached = self._due.get(md["uid"])
+        if cached is None or cached[0] != md["resourceVersion"]:
+            cached = self._due[md["uid"]] = (md["resourceVersion"], _idle_until(d))
         return cached[1]
 
-    def _unless_idle(self, idle: dict[str, tuple[str, ...]], owner: dict[str, Any], owned: list[dict[str, Any]],
-                     reconcile: Callable[[], None], may_skip: bool) -> None:
-        uid = owner["metadata"]["uid"]
-        inputs = (owner["metadata"]["resourceVersion"], *(o["metadata"]["resourceVersion"] for o in owned))
-        if may_skip and idle.get(uid) == inputs:
+    def _unless_idle(self, idle: dict[str, _Inputs], owner: dict[str, Any], kind: str,
+                     owned: list[dict[str, Any]], may_skip: bool) -> None:
+        """Reconcile ``owner`` (a Deployment, or a pod owner) with the objects of ``kind`` it
+        controls, unless its inputs (the resourceVersions of it and of them) are those of a pass
+        that wrote nothing."""
+        md = owner["metadata"]
+        uid = md["uid"]
+        group = self.store.owned_version(kind, uid)
+        seen = idle.get(uid)
+        if seen is not None and seen[0] == md["resourceVersion"] and seen[1] == group:
+            inputs = seen  # no change to the owner or to its group: the same resourceVersions
+        else:
+            inputs = (md["resourceVersion"], group, tuple(o["metadata"]["resourceVersion"] for o in owned))
+            if seen is not None and (seen[0], seen[2]) != (inputs[0], inputs[2]):
+                seen = None
+        if may_skip and seen is not None:
             self._idle[uid] = inputs
             return
         before = self.store.resource_version
-        reconcile()
+        if kind == "Pod":
+            self.reconcile_replicaset(owner, owned)
+        else:
+            self.reconcile_deployment(owner, owned)
         if self.store.resource_version == before:
             self._idle[uid] = inputs
 
@@ -520,14 +537,7 @@ def _component(owner: dict[str, Any]) -> str:
     return "replication-controller" if owner.get("kind") == "ReplicationController" else "replicaset-controller"
 
 
-def _by_controller(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Objects grouped by the uid of their controlling owner."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for obj in objects:
-        ref = controller_of(obj)
-        if ref:
-            out.setdefault(ref["uid"], []).append(obj)
-    return out
+_ENDPOINTS_INPUTS = ("Pod", "Service", "Endpoints")
 
 
 class EndpointsController:
@@ -536,6 +546,7 @@ class EndpointsController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
+        self._ns_synced: dict[str, tuple[int, ...]] = {}  # namespace -> the same, within it
         self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
 
     def reconcile(self) -> None:
@@ -545,13 +556,27 @@ class EndpointsController:
         self.slices.reconcile()
 
     def _sync(self) -> None:
+        # A namespace's Endpoints are a function of its own pods, Services and Endpoints: one
+        # whose versions of those kinds stand where the last pass left them (_ns_synced, taken
+        # after its writes) would be given the same Endpoints again, and is skipped.
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
-        for p in self.store.list("Pod"):
-            if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
-                for k, v in (p["metadata"].get("labels") or {}).items():
-                    by_label.setdefault((p["metadata"]["namespace"], k, v), []).append(p)
+        dirty: dict[str, bool] = {}
+
+        def changed(ns: str) -> bool:
+            moved = dirty.get(ns)
+            if moved is None:
+                moved = dirty[ns] = self._ns_synced.get(ns) != self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
+                if moved:
+                    for p in self.store.list("Pod", ns):
+                        if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                            for k, v in (p["metadata"].get("labels") or {}).items():
+                                by_label.setdefault((ns, k, v), []).append(p)
+            return moved
+
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            if not changed(ns):
+                continue
             selector = svc["spec"].get("selector")
             ready: list[dict[str, Any]] = []
             not_ready: list[dict[str, Any]] = []
@@ -586,6 +611,8 @@ class EndpointsController:
         for ep in list(self.store.list("Endpoints")):
             if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
                 self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+        for ns in dirty:
+            self._ns_synced[ns] = self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
 
 
 class NodeLifecycleController:

@@ -69,9 +69,45 @@ def _expected_scale(store: Store, pods: list[dict[str, Any]]) -> int:
     return sum(seen.values())
 
 
-def compute_status(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+def _app_selected(pdb: dict[str, Any]) -> Optional[str]:
+    """The ``app`` label value of a budget that selects on that label alone (the apps' kind)."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    if not isinstance(selector, dict) or list(selector) != ["matchLabels"]:
+        return None
+    match = selector["matchLabels"]
+    if not isinstance(match, dict) or list(match) != ["app"] or not isinstance(match["app"], str):
+        return None
+    return match["app"]
+
+
+def _inputs(store: Store, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """The resourceVersions of all that :func:`compute_status` reads for these selected pods:
+    the budget, the pods (which, and their readiness) and the objects _expected_scale looks up
+    (each pod's controller by name, and its Deployment), None for one that is missing."""
+    ns = pdb["metadata"]["namespace"]
+    parts: list[Optional[str]] = [pdb["metadata"]["resourceVersion"]]
+    for p in pods:
+        parts.append(p["metadata"]["resourceVersion"])
+        ref = controller_of(p)
+        if ref is None:
+            continue
+        owner = store.get(ref.get("kind", ""), ns, ref.get("name", ""))
+        if owner is None:
+            parts.append(None)
+            continue
+        parts.append(owner["metadata"]["resourceVersion"])
+        top = controller_of(owner)
+        if top is not None and top.get("kind") == "Deployment":
+            dep = store.get("Deployment", ns, top.get("name", ""))
+            parts.append(None if dep is None else dep["metadata"]["resourceVersion"])
+    return tuple(parts)
+
+
+def compute_status(store: Store, pdb: dict[str, Any], pods: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """The budget's status now; ``pods`` are its :func:`selected_pods` when the caller has them."""
     spec = pdb.get("spec") or {}
-    pods = selected_pods(store, pdb)
+    if pods is None:
+        pods = selected_pods(store, pdb)
     healthy = sum(1 for p in pods if pod_is_ready(p))
     if "maxUnavailable" in spec:
         expected = _expected_scale(store, pods)
@@ -98,19 +134,47 @@ class DisruptionController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._seen: Optional[tuple[int, ...]] = None
+        # uid -> what a budget's status was computed from (_inputs), at a refresh that wrote
+        # nothing: the same inputs give the same status (the condition's time is only taken
+        # when it changes), so the refresh is skipped.
+        self._idle: dict[str, tuple[Any, ...]] = {}
 
     def reconcile(self) -> None:
         version = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
         if version == self._seen:
             return
+        # The active pods by (namespace, ``app`` label), built once per pass for the budgets that
+        # select on that label alone (every app's): the pass writes budgets only, so it stays
+        # what selected_pods would find, in the same (list) order.
+        by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
+        idle, self._idle = self._idle, {}
         for pdb in self.store.list("PodDisruptionBudget"):
+            app = _app_selected(pdb)
+            pods = None
+            if app is not None:
+                if by_app is None:
+                    by_app = {}
+                    for p in self.store.list("Pod"):
+                        label = (p["metadata"].get("labels") or {}).get("app")
+                        if label is not None and pod_is_active(p):
+                            by_app.setdefault((p["metadata"]["namespace"], label), []).append(p)
+                pods = by_app.get((pdb["metadata"]["namespace"], app), [])
+                uid, inputs = pdb["metadata"]["uid"], _inputs(self.store, pdb, pods)
+                if idle.get(uid) == inputs:
+                    self._idle[uid] = inputs
+                    continue
+                rv = pdb["metadata"]["resourceVersion"]
+                refresh(self.store, pdb, pods)
+                if pdb["metadata"]["resourceVersion"] == rv:
+                    self._idle[uid] = inputs
+                continue
             refresh(self.store, pdb)
         self._seen = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
 
 
-def refresh(store: Store, pdb: dict[str, Any]) -> dict[str, Any]:
+def refresh(store: Store, pdb: dict[str, Any], pods: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """Write the budget's status as of now (when it changed); returns it."""
-    status = compute_status(store, pdb)
+    status = compute_status(store, pdb, pods)
     conditions = (pdb.get("status") or {}).get("conditions")
     new = dict(status, conditions=[dict(c) for c in conditions or []])
     shadow = {"status": new}

@@ -25,6 +25,9 @@ class EndpointSliceController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._synced: tuple[int, ...] = ()
+        # (namespace, service) -> what its slice was computed from (see _sync) at a pass that
+        # wrote nothing for it: the same inputs give the same slice, so it is not rebuilt.
+        self._idle: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def reconcile(self) -> None:
         # A slice is a function of its Endpoints, its Service and the nodes' zones alone.
@@ -48,6 +51,8 @@ class EndpointSliceController:
         for node in self.store.list("Node"):
             zones[node["metadata"]["name"]] = (node["metadata"].get("labels") or {}).get(ZONE, "")
         wanted: set[tuple[str, str]] = set()
+        zone_key = tuple(zones.items())
+        idle, self._idle = self._idle, {}
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             if not (svc.get("spec") or {}).get("selector"):
@@ -56,8 +61,15 @@ class EndpointSliceController:
             if ep is None:
                 continue
             wanted.add((ns, name))
-            endpoints, ports = self._endpoints(ep, zones)
             current = slices.get((ns, name))
+            # All this step reads: the Endpoints, the slice (which one, and its version) and the
+            # zones; the Service only for its selector, checked above.
+            inputs = (ep["metadata"]["resourceVersion"], zone_key, None if current is None else
+                      (current["metadata"].get("uid"), current["metadata"]["resourceVersion"]))
+            if idle.get((ns, name)) == inputs:
+                self._idle[(ns, name)] = inputs
+                continue
+            endpoints, ports = self._endpoints(ep, zones)
             if current is None:
                 self.store.create({
                     "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -68,6 +80,8 @@ class EndpointSliceController:
             elif current.get("endpoints") != endpoints or current.get("ports") != ports:
                 current["endpoints"], current["ports"] = endpoints, ports
                 self.store.touch(current)
+            else:
+                self._idle[(ns, name)] = inputs
         for key, s in slices.items():
             if key not in wanted:
                 self.store.delete("EndpointSlice", s["metadata"]["namespace"], s["metadata"]["name"])

@@ -61,14 +61,35 @@ class StatefulSetController:
         self.events = events
         self._quiet: tuple[int, ...] = ()  # the input kinds' versions after a whole pass that wrote nothing
         self._collected: tuple[int, ...] = ()  # the sets' version at the last garbage collection
+        # uid -> what a pass over the set read (see _inputs), at a pass that wrote nothing: the
+        # same inputs give the same empty pass, so it is skipped. Any write to the set, to a pod
+        # it controls or to any revision or claim moves the key.
+        self._idle: dict[str, tuple[Any, ...]] = {}
+        # uid -> (resourceVersion, the set's template hash then): every change moves the rv.
+        self._hashes: dict[str, tuple[str, str]] = {}
+
+    def _inputs(self, sts: dict[str, Any]) -> tuple[Any, ...]:
+        """All that :meth:`reconcile_set` reads: the set, the pods it controls, the revisions
+        (any: the current one is looked up by name) and the claims."""
+        md = sts["metadata"]
+        return (md["resourceVersion"], self.store.owned_version("Pod", md["uid"]),
+                *self.store.kind_version("ControllerRevision", "PersistentVolumeClaim"))
 
     def reconcile(self) -> None:
         inputs = self.store.kind_version(*INPUT_KINDS)
         if inputs == self._quiet:
             return
         before = self.store.resource_version
+        idle, self._idle = self._idle, {}
         for sts in list(self.store.list("StatefulSet")):
+            uid, key = sts["metadata"]["uid"], self._inputs(sts)
+            if idle.get(uid) == key:
+                self._idle[uid] = key
+                continue
+            start = self.store.resource_version
             self.reconcile_set(sts)
+            if self.store.resource_version == start:
+                self._idle[uid] = key
         self._collect_garbage()
         self._quiet = inputs if self.store.resource_version == before else ()
 
@@ -92,21 +113,26 @@ class StatefulSetController:
 
     # -- one set -----------------------------------------------------------------------------
     def _pods(self, sts: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = sts["metadata"]["uid"]
-        return [p for p in self.store.list("Pod", sts["metadata"]["namespace"])
-                if (controller_of(p) or {}).get("uid") == uid]
+        ns = sts["metadata"]["namespace"]
+        return [p for p in self.store.owned("Pod", sts["metadata"]["uid"]) if p["metadata"]["namespace"] == ns]
 
     def _revisions(self, sts: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = sts["metadata"]["uid"]
-        revs = [r for r in self.store.list("ControllerRevision", sts["metadata"]["namespace"])
-                if (controller_of(r) or {}).get("uid") == uid]
+        ns = sts["metadata"]["namespace"]
+        revs = [r for r in self.store.owned("ControllerRevision", sts["metadata"]["uid"])
+                if r["metadata"]["namespace"] == ns]
         return sorted(revs, key=lambda r: int(r.get("revision", 0)))
 
     def _update_revision(self, sts: dict[str, Any], revisions: list[dict[str, Any]]) -> dict[str, Any]:
         """The revision of the set's current template: an existing one (a rollback to an earlier
         template makes it the newest again, as the real controller does) or a new one."""
         template = sts["spec"]["template"]
-        h = template_hash(template)
+        md = sts["metadata"]
+        cached = self._hashes.get(md["uid"])
+        if cached is not None and cached[0] == md["resourceVersion"]:
+            h = cached[1]
+        else:
+            h = template_hash(template)
+            self._hashes[md["uid"]] = (md["resourceVersion"], h)
         name = f"{sts['metadata']['name']}-{h}"
         newest = int(revisions[-1].get("revision", 0)) if revisions else 0
         for rev in revisions:
