@@ -43,6 +43,11 @@ BASE_MEMORY = 48 * 2**20
 DATASTORE_MEMORY = 24 * 2**20
 RETAINED_ENTRY_BYTES = 64 * 2**10  # one sampled request's worth of retained state
 RETAINING = (list, dict, set, deque)  # module globals whose entries count toward a pod's memory
+# The usual kinds of module global that never retain (functions, classes, modules, constants):
+# _measure_memory looks at every global of every running container every tick, and skips these
+# without an isinstance (an instance of one of these builtin types is never one of RETAINING).
+_PLAIN_GLOBALS = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, str, int,
+                            float, bool, type(None), bytes, tuple, frozenset})
 LOG_LINES = 2000
 SERVED_PATHS = ("/readyz", "/healthz")
 DISK_PRESSURE_TAINT = "node.kubernetes.io/disk-pressure"
@@ -538,6 +543,9 @@ class Kubelet:
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
         for name, value in vars(c.module).items():
+            kind = type(value)
+            if kind in _PLAIN_GLOBALS:
+                continue
             if isinstance(value, RETAINING) and not name.startswith("__"):
                 retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
