@@ -15,11 +15,45 @@ _HASH_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 def _pruned(value: Any) -> Any:
     """Drop nulls and empty maps/lists: two spellings of one template hash alike."""
     if isinstance(value, dict):
-        out = {k: _pruned(v) for k, v in value.items()}
-        return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
+        return _pruned_map(value)
     if isinstance(value, list):
-        return [_pruned(v) for v in value]
+        return _pruned_list(value)
     return value
+
+
+# The helpers below run millions of times a marathon (every pod, controller and StatefulSet,
+# every tick): they test keys with ``in`` and read them by subscript rather than calling
+# dict.get, and skip the plain scalar leaves by their exact type before any isinstance.
+_SCALARS = (str, int, float, bool)
+
+
+# _pruned's two halves, recursing only into maps and lists (a leaf is its own pruned value).
+def _pruned_map(value: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        kind = type(v)
+        if kind in _SCALARS:
+            pass
+        elif v is None:
+            continue
+        elif isinstance(v, dict):
+            v = _pruned_map(v)
+            if not v:
+                continue
+        elif isinstance(v, list):
+            if not v:
+                continue
+            v = _pruned_list(v)
+        out[k] = v
+    return out
+
+
+def _pruned_list(value: list[Any]) -> list[Any]:
+    return [v if type(v) in _SCALARS else _pruned_map(v) if isinstance(v, dict) else
+            _pruned_list(v) if isinstance(v, list) else v for v in value]
+
+
+_HASH_BASE = len(_HASH_ALPHABET)
 
 
 def template_hash(template: dict[str, Any]) -> str:
@@ -28,8 +62,8 @@ def template_hash(template: dict[str, Any]) -> str:
     n = int.from_bytes(digest[:8], "big")
     out = ""
     for _ in range(10):
-        out += _HASH_ALPHABET[n % len(_HASH_ALPHABET)]
-        n //= len(_HASH_ALPHABET)
+        out += _HASH_ALPHABET[n % _HASH_BASE]
+        n //= _HASH_BASE
     return out
 
 
@@ -44,9 +78,11 @@ def is_owned_by(obj: dict[str, Any], owner: dict[str, Any]) -> bool:
 
 
 def controller_of(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
+    md = obj["metadata"]
+    if "ownerReferences" in md:
+        for ref in md["ownerReferences"] or ():
+            if "controller" in ref and ref["controller"]:
+                return ref
     return None
 
 
@@ -54,10 +90,14 @@ def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) ->
     """A LabelSelector (matchLabels + matchExpressions) against a label set."""
     if not selector:
         return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
+    if "matchLabels" in selector:
+        for k, v in (selector["matchLabels"] or {}).items():
+            if (labels[k] if k in labels else None) != v:
+                return False
+    expressions = selector["matchExpressions"] if "matchExpressions" in selector else None
+    if not expressions:
+        return True  # (most selectors: matchLabels only)
+    for expr in expressions:
         key, op, values = expr["key"], expr["operator"], expr.get("values") or []
         if op == "In" and labels.get(key) not in values:
             return False
@@ -71,9 +111,12 @@ def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) ->
 
 
 def condition(obj: dict[str, Any], type_: str) -> Optional[dict[str, Any]]:
-    for c in obj.get("status", {}).get("conditions") or []:
-        if c["type"] == type_:
-            return c
+    if "status" in obj:
+        status = obj["status"]
+        if "conditions" in status:
+            for c in status["conditions"] or ():
+                if c["type"] == type_:
+                    return c
     return None
 
 
@@ -108,12 +151,19 @@ def set_condition(obj: dict[str, Any], type_: str, status: str, now: datetime, r
 
 def pod_is_ready(pod: dict[str, Any]) -> bool:
     c = condition(pod, "Ready")
-    return bool(c and c["status"] == "True") and pod["metadata"].get("deletionTimestamp") is None
+    if c is None or c["status"] != "True":
+        return False
+    md = pod["metadata"]
+    return "deletionTimestamp" not in md or md["deletionTimestamp"] is None
 
 
 def pod_is_active(pod: dict[str, Any]) -> bool:
-    return pod.get("status", {}).get("phase") not in ("Succeeded", "Failed") and \
-        pod["metadata"].get("deletionTimestamp") is None
+    if "status" in pod:
+        status = pod["status"]
+        if "phase" in status and status["phase"] in ("Succeeded", "Failed"):
+            return False
+    md = pod["metadata"]
+    return "deletionTimestamp" not in md or md["deletionTimestamp"] is None
 
 
 class EventRecorder:

@@ -43,6 +43,11 @@ BASE_MEMORY = 48 * 2**20
 DATASTORE_MEMORY = 24 * 2**20
 RETAINED_ENTRY_BYTES = 64 * 2**10  # one sampled request's worth of retained state
 RETAINING = (list, dict, set, deque)  # module globals whose entries count toward a pod's memory
+# The usual kinds of module global that never retain (functions, classes, modules, constants):
+# _measure_memory looks at every global of every running container every tick, and skips these
+# without an isinstance (an instance of one of these builtin types is never one of RETAINING).
+_PLAIN_GLOBALS = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, str, int,
+                            float, bool, type(None), bytes, tuple, frozenset})
 LOG_LINES = 2000
 SERVED_PATHS = ("/readyz", "/healthz")
 DISK_PRESSURE_TAINT = "node.kubernetes.io/disk-pressure"
@@ -85,13 +90,44 @@ class Container:
     main: Any = None  # a utility image's main process (ContainerRuntime); None for built artifacts
     exit_code: Optional[int] = None  # state "terminated": how the main process exited …
     finished_at: Optional[datetime] = None  # … and when
-    # What the pod's probes reach (_probe_target_ok), per probe: a pure function of the pod's
+    # The pod's probes as _probe reads them every pass (_ProbePlan): a pure function of the pod's
     # spec, so kept while the pod's resourceVersion stays the same (every tick, mostly).
-    probe_targets: tuple[str, dict[int, tuple[bool, str]]] = ("", {})
+    probe_plan: Optional[_ProbePlan] = None
 
     def log(self, t: datetime, line: str) -> None:
         for part in line.splitlines() or [""]:
             self.logs.append((t, part))
+
+
+@dataclass
+class _ProbePlan:
+    """What _probe reads of a container's probes every pass, for one version of its pod: the
+    probes (None when unset or empty), their initial delays, the readiness probe's timeout and
+    period, and (filled in at first use) what each reaches (_probe_target_ok)."""
+
+    rv: str  # the pod's resourceVersion it was read at (a new version replaces the dicts, touch bumps it)
+    liveness: Optional[dict[str, Any]]
+    liveness_delay: Any
+    liveness_http: bool
+    readiness: Optional[dict[str, Any]]
+    readiness_delay: Any
+    readiness_http: bool
+    timeout_ms: float
+    period: Any  # max(1, periodSeconds), what a pass's probe weight divides dt by
+    liveness_target: Optional[tuple[bool, str]] = None
+    readiness_target: Optional[tuple[bool, str]] = None
+
+
+def _probe_plan(rv: str, spec: dict[str, Any]) -> _ProbePlan:
+    liveness = spec.get("livenessProbe") or None
+    readiness = spec.get("readinessProbe") or None
+    return _ProbePlan(
+        rv, liveness, liveness.get("initialDelaySeconds", 0) if liveness else 0,
+        liveness is not None and "httpGet" in liveness,
+        readiness, readiness.get("initialDelaySeconds", 0) if readiness else 0,
+        readiness is not None and "httpGet" in readiness,
+        1000.0 * readiness.get("timeoutSeconds", 1) if readiness else 0.0,
+        max(1, readiness.get("periodSeconds", 10)) if readiness else 1)
 
 
 def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> tuple[bool, str]:
@@ -432,25 +468,23 @@ class Kubelet:
                        f"pod={c.pod_name}_{c.namespace}({c.pod_uid})")
         self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet", c.node)
 
-    def _probe_ok(self, pod: dict[str, Any], probe: dict[str, Any], spec: dict[str, Any],
-                  c: Container) -> tuple[bool, str]:
-        if c.main is not None and self.runtime is not None:
-            return self.runtime.probe(c, probe)
-        rv = pod["metadata"]["resourceVersion"]
-        if c.probe_targets[0] != rv:  # the pod changed (a new version replaces the dicts, touch bumps rv)
-            c.probe_targets = (rv, {})
-        known = c.probe_targets[1]
-        found = known.get(id(probe))  # (the probe dict lives as long as this version of the pod)
-        if found is None:
-            found = known[id(probe)] = _probe_target_ok(probe, spec)
-        return found
-
     def _probe(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
+        plan = c.probe_plan
+        rv = pod["metadata"]["resourceVersion"]
+        if plan is None or plan.rv != rv:
+            plan = c.probe_plan = _probe_plan(rv, spec)
+        utility = c.main is not None and self.runtime is not None  # its probes reach what its process serves
+        age = (now - c.started_at).total_seconds() if c.started_at else 0.0
         # Liveness: the process answers /healthz as long as it runs.
-        liveness = spec.get("livenessProbe")
-        if liveness and c.started_at and (now - c.started_at).total_seconds() >= liveness.get("initialDelaySeconds", 0):
-            ok, why = self._probe_ok(pod, liveness, spec, c)
-            late = self.probe_queue.timeouts(c, liveness, dt) if ok and "httpGet" in liveness else []
+        liveness = plan.liveness
+        if liveness is not None and c.started_at and age >= plan.liveness_delay:
+            if utility and self.runtime is not None:
+                ok, why = self.runtime.probe(c, liveness)
+            else:
+                if plan.liveness_target is None:
+                    plan.liveness_target = _probe_target_ok(liveness, spec)
+                ok, why = plan.liveness_target
+            late = self.probe_queue.timeouts(c, liveness, dt) if ok and plan.liveness_http else []
             if late:  # an overloaded pod: some probes waited out their timeout in its queue
                 if self._late_liveness(pod, c, liveness, late, now):
                     return
@@ -467,16 +501,21 @@ class Kubelet:
                     return
             else:
                 c.liveness_failures = 0
-        readiness = spec.get("readinessProbe")
-        if not readiness:
+        readiness = plan.readiness
+        if readiness is None:
             c.ready = True
             return
-        if c.started_at and (now - c.started_at).total_seconds() < readiness.get("initialDelaySeconds", 0):
+        if c.started_at and age < plan.readiness_delay:
             return
-        ok, why = self._probe_ok(pod, readiness, spec, c)
-        if ok and "httpGet" in readiness and c.module is not None and callable(getattr(c.module, "ready", None)):
-            timeout_ms = 1000.0 * readiness.get("timeoutSeconds", 1)
-            weight = dt / max(1, readiness.get("periodSeconds", 10))
+        if utility and self.runtime is not None:
+            ok, why = self.runtime.probe(c, readiness)
+        else:
+            if plan.readiness_target is None:
+                plan.readiness_target = _probe_target_ok(readiness, spec)
+            ok, why = plan.readiness_target
+        if ok and plan.readiness_http and c.module is not None and callable(getattr(c.module, "ready", None)):
+            timeout_ms = plan.timeout_ms
+            weight = dt / plan.period
             module, ctx = c.module, c.ctx
             assert ctx is not None  # set and cleared with c.module
             outcome = self.router.invoke(ctx, lambda: module.ready(ctx), weight=weight)
@@ -538,6 +577,9 @@ class Kubelet:
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
         for name, value in vars(c.module).items():
+            kind = type(value)
+            if kind in _PLAIN_GLOBALS:
+                continue
             if isinstance(value, RETAINING) and not name.startswith("__"):
                 retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
