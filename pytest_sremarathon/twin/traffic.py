@@ -117,7 +117,10 @@ class TrafficEngine:
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
         self._shed: dict[str, float] = {}  # pod uid -> share of requests beyond its CPU limit
         self._mean_work: dict[str, float] = {}  # pod uid -> CPU ms per request served last tick
-        self._weight = 1.0
+        # How many real requests the call being served stands for (a datastore's hit ratio
+        # counts them with ``getattr(ctx.router, "weight", 1.0)`` on every command): a plain
+        # attribute, not a property, since that read is on the datastore's hot path.
+        self.weight = 1.0
         self._rng = random.Random(0)
         self._pod_work: defaultdict[str, float] = defaultdict(float)
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
@@ -235,7 +238,7 @@ class TrafficEngine:
                 assert self._now is not None
                 tracer.tick(self._now, dt, sum(n for _, n, _ in plan))
             for mix, n, share in plan:
-                self._weight = rps * share * dt / n
+                self.weight = rps * share * dt / n
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -255,11 +258,6 @@ class TrafficEngine:
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
         return self.samples
 
-    @property
-    def weight(self) -> float:
-        """How many real requests the call being served stands for (a datastore's hit ratio
-        counts them)."""
-        return self._weight
     def served(self, uid: str) -> float:
         """The requests the pod served in the last tick (sampled, weighted): what its request
         counter grew by, as a metrics adapter reads it for the autoscaler."""
@@ -307,9 +305,9 @@ class TrafficEngine:
 
     def invoke(self, ctx: Context, fn: Callable[[], Any], weight: float) -> Outcome:
         """Run a probe or startup hook in a container, with its downstream calls counted."""
-        saved_stack, saved_weight = self._stack, self._weight
+        saved_stack, saved_weight = self._stack, self.weight
         container = self._container_of(ctx)
-        self._stack, self._weight = [_Frame(container)], weight
+        self._stack, self.weight = [_Frame(container)], weight
         try:
             value = fn()
             error = None
@@ -321,7 +319,7 @@ class TrafficEngine:
         frame = self._stack[0]
         latency = frame.work_ms * self._slowdown.get(container.pod_uid, 1.0) if container else frame.work_ms
         latency += frame.downstream_ms
-        self._stack, self._weight = saved_stack, saved_weight
+        self._stack, self.weight = saved_stack, saved_weight
         return Outcome(value=value, error=error, latency_ms=latency)
 
     # -- requests from inside a container (kubectl exec, debug pods) -------------------------
@@ -371,12 +369,12 @@ class TrafficEngine:
         """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), samples
         of its own (thrown away: the scrape never counts them), its own random stream, its own
         time."""
-        saved = self._stack, self._weight, self._rng, self._now, self.samples
-        self._stack, self._weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, {}
+        saved = self._stack, self.weight, self._rng, self._now, self.samples
+        self._stack, self.weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, {}
         try:
             yield
         finally:
-            self._stack, self._weight, self._rng, self._now, self.samples = saved
+            self._stack, self.weight, self._rng, self._now, self.samples = saved
 
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
@@ -414,13 +412,13 @@ class TrafficEngine:
                                origin=self._component(ns, service if ctx.service == INGRESS else ctx.service))
         if not ep.port_ok:
             caller.downstream_ms += 1.0
-            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
-            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
@@ -431,7 +429,7 @@ class TrafficEngine:
             hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
-            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
@@ -445,16 +443,16 @@ class TrafficEngine:
             refused = token_rejection(network.clock_skew, caller.container.node, target.node)
             if refused is not None:  # the callee's token check fails before its handler runs
                 caller.downstream_ms += hop
-                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self._weight)
+                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self.weight)
                 self._log_error(target, endpoint, f"WARN {endpoint}: rejected call from {ctx.pod}: {refused}", "token")
                 skewed = caller.container.node if network.clock_skew.get(caller.container.node) else target.node
                 raise ServiceError(service, 401, refused, origin=f"node:{skewed}")
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
-            self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
+            self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self.weight
             caller.downstream_ms += timeout_ms
-            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -478,7 +476,7 @@ class TrafficEngine:
                 self._bug = exc
         finally:
             stack.pop()
-        weight = self._weight
+        weight = self.weight
         latency = frame.work_ms * self._slowdown.get(uid, 1.0) + frame.downstream_ms + hop
         if network.pod_delay_ms:
             latency += network.pod_delay_ms.get(uid, 0.0)
