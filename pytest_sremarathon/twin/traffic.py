@@ -98,6 +98,17 @@ class _Endpoint:
             self.by_zone.setdefault(c.zone, []).append(c)
 
 
+def _getrandbits_of(rng: random.Random) -> Optional[Callable[[int], int]]:
+    """``rng.getrandbits`` when ``rng.choice(seq)`` is exactly ``seq[r]`` with ``r`` drawn by
+    ``Random._randbelow_with_getrandbits(len(seq))`` (a plain ``random.Random``), so that the
+    traffic engine can make that draw inline, bit for bit the same; None for any other rng."""
+    cls = type(rng)
+    if cls.choice is random.Random.choice and \
+            getattr(cls, "_randbelow", None) is random.Random._randbelow_with_getrandbits:  # type: ignore[attr-defined]
+        return rng.getrandbits
+    return None
+
+
 def _contention(rho: float) -> float:
     """Queueing slowdown at utilisation rho, normalised to 1 at light load."""
     return max(1.0, 0.7 / (1.0 - min(rho, 0.97)))
@@ -122,6 +133,7 @@ class TrafficEngine:
         # attribute, not a property, since that read is on the datastore's hot path.
         self.weight = 1.0
         self._rng = random.Random(0)
+        self._getrandbits = _getrandbits_of(self._rng)  # always set with _rng (_use_rng)
         self._pod_work: defaultdict[str, float] = defaultdict(float)
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
@@ -144,7 +156,7 @@ class TrafficEngine:
         """Snapshot endpoints and CPU pressure for this tick."""
         assert self.kubelet is not None
         self._now = now
-        self._rng = rng
+        self._use_rng(rng)
         self._endpoints.clear()
         self._tracebacks.clear()
         self.policies.prepare(self.kubelet.containers)
@@ -370,11 +382,18 @@ class TrafficEngine:
         of its own (thrown away: the scrape never counts them), its own random stream, its own
         time."""
         saved = self._stack, self.weight, self._rng, self._now, self.samples
-        self._stack, self.weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, {}
+        self._stack, self.weight, self._now, self.samples = [_Frame(None)], 0.0, now, {}
+        self._use_rng(rng)
         try:
             yield
         finally:
-            self._stack, self.weight, self._rng, self._now, self.samples = saved
+            self._stack, self.weight, rng, self._now, self.samples = saved
+            self._use_rng(rng)
+
+    def _use_rng(self, rng: random.Random) -> None:
+        """Draw from ``rng`` from now on (the tick's stream, or an aside's)."""
+        self._rng = rng
+        self._getrandbits = _getrandbits_of(rng)
 
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
@@ -422,11 +441,24 @@ class TrafficEngine:
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        pool = ep.by_zone.get(ctx.zone) or candidates  # same zone first
-        target = self._rng.choice(pool)
-        hop = network.hop_ms(ctx.zone, target.zone)
-        if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
-            hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
+        zone = ctx.zone
+        pool = ep.by_zone.get(zone) or candidates  # same zone first
+        getrandbits = self._getrandbits
+        if getrandbits is not None:  # self._rng.choice(pool), inlined: the same draws (_getrandbits_of)
+            n = len(pool)
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            target = pool[r]
+        else:
+            target = self._rng.choice(pool)
+        if network.zone_latency_ms:
+            hop = network.hop_ms(zone, target.zone)
+            if ctx.service == INGRESS and zone != target.zone:  # the balancer is not slowed by a zone's network
+                hop -= network.zone_latency_ms.get(zone, 0.0)
+        else:  # hop_ms with no zone's latency added (0.4 + 0.0 + 0.0 is 0.4, 2.5 + 0.0 + 0.0 is 2.5)
+            hop = 0.4 if zone == target.zone else 2.5
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
             log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
