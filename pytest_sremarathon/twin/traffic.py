@@ -499,11 +499,14 @@ class TrafficEngine:
         except ServiceError as exc:
             origin = exc.origin if exc.status != 404 else self._component(ns, service)
             error = ServiceError(service, 500 if exc.status != 404 else 404, str(exc), origin=origin)
-            self._log_error(target, endpoint, f"ERROR {endpoint}: upstream call failed: {exc}")
+            at = self._log_due(target, endpoint)
+            if at is not None:
+                target.log(at, f"ERROR {endpoint}: upstream call failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - the service's own bug: a 500 with a traceback
             error = ServiceError(service, 500, "Internal Server Error", origin=self._component(ns, service))
-            self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
-                            key=type(exc).__name__)
+            at = self._log_due(target, endpoint, type(exc).__name__)
+            if at is not None:  # (the traceback is formatted only for the lines that are logged)
+                target.log(at, f"ERROR {endpoint} failed\n{format_exception(exc)}")
             if self._trace is not None:
                 self._bug = exc
         finally:
@@ -573,7 +576,16 @@ class TrafficEngine:
                    message[len(prefix):] if message.startswith(prefix) else message)
 
     def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
+        at = self._log_due(c, endpoint, key)
+        if at is not None:
+            c.log(at, text)
+
+    def _log_due(self, c: Container, endpoint: str, key: str = "upstream") -> Optional[datetime]:
+        """Count one more error of ``key`` at ``c``'s ``endpoint`` this tick: the time to log its
+        line at, or None when the line is not logged (past MAX_TRACEBACKS_PER_TICK, or outside a
+        tick), so that a caller builds the line only when it is."""
         k = (c.pod_uid, endpoint, key)
         self._tracebacks[k] += 1
         if self._tracebacks[k] <= MAX_TRACEBACKS_PER_TICK and self._now is not None:
-            c.log(self._now, text)
+            return self._now
+        return None
