@@ -19,9 +19,10 @@ class PolicyNetwork(PolicyEvaluator):
     def __init__(self, store: Store) -> None:
         super().__init__(store)
         self._ports: dict[tuple[str, str], tuple[str, str, int]] = {}  # service -> (its rv, port name, number)
-        # The per-call answer, by (caller pod uid, "" for the load balancer; target pod uid;
-        # Service): valid while no policy, namespace, Service or pod label changed (prepare()).
-        self._pairs: dict[tuple[str, str, str], bool] = {}
+        # The per-call answer, by (caller pod uid, "" for the load balancer, "?" for an unknown
+        # caller; target pod uid; Service): valid while no policy, namespace, Service or pod
+        # label changed (prepare()). The traffic engine reads it inline before call_allowed.
+        self.pairs: dict[tuple[str, str, str], bool] = {}
         self._uid_peers: dict[str, Peer] = {}
         self._inputs: tuple[int, ...] = ()
 
@@ -39,8 +40,8 @@ class PolicyNetwork(PolicyEvaluator):
             if peer is not None:
                 peers[uid] = peer
                 stale = stale or self._uid_peers.get(uid, peer) != peer
-        if stale or len(self._pairs) > 65536:
-            self._pairs.clear()
+        if stale or len(self.pairs) > 65536:
+            self.pairs.clear()
         self._uid_peers, self._inputs = peers, inputs
 
     def _service_port(self, namespace: str, service: str, target: Container) -> tuple[str, int]:
@@ -65,9 +66,9 @@ class PolicyNetwork(PolicyEvaluator):
         """The traffic engine's check: may ``caller`` (or, ``external``, the load balancer)
         reach ``target`` through ``service``? An unknown caller (a probe's or hook's call) may."""
         key = ("" if external else caller.pod_uid if caller is not None else "?", target.pod_uid, service)
-        answer = self._pairs.get(key)
+        answer = self.pairs.get(key)
         if answer is None:
-            answer = self._pairs[key] = self._call_allowed(caller, external, target, service)
+            answer = self.pairs[key] = self._call_allowed(caller, external, target, service)
         return answer
 
     def _call_allowed(self, caller: Optional[Container], external: bool, target: Container, service: str) -> bool:

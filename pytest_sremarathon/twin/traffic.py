@@ -98,6 +98,17 @@ class _Endpoint:
             self.by_zone.setdefault(c.zone, []).append(c)
 
 
+def _getrandbits_of(rng: random.Random) -> Optional[Callable[[int], int]]:
+    """``rng.getrandbits`` when ``rng.choice(seq)`` is exactly ``seq[r]`` with ``r`` drawn by
+    ``Random._randbelow_with_getrandbits(len(seq))`` (a plain ``random.Random``), so that the
+    traffic engine can make that draw inline, bit for bit the same; None for any other rng."""
+    cls = type(rng)
+    if cls.choice is random.Random.choice and \
+            getattr(cls, "_randbelow", None) is random.Random._randbelow_with_getrandbits:  # type: ignore[attr-defined]
+        return rng.getrandbits
+    return None
+
+
 def _contention(rho: float) -> float:
     """Queueing slowdown at utilisation rho, normalised to 1 at light load."""
     return max(1.0, 0.7 / (1.0 - min(rho, 0.97)))
@@ -117,8 +128,12 @@ class TrafficEngine:
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
         self._shed: dict[str, float] = {}  # pod uid -> share of requests beyond its CPU limit
         self._mean_work: dict[str, float] = {}  # pod uid -> CPU ms per request served last tick
-        self._weight = 1.0
+        # How many real requests the call being served stands for (a datastore's hit ratio
+        # counts them with ``getattr(ctx.router, "weight", 1.0)`` on every command): a plain
+        # attribute, not a property, since that read is on the datastore's hot path.
+        self.weight = 1.0
         self._rng = random.Random(0)
+        self._getrandbits = _getrandbits_of(self._rng)  # always set with _rng (_use_rng)
         self._pod_work: defaultdict[str, float] = defaultdict(float)
         self._pod_requests: defaultdict[str, float] = defaultdict(float)
         self._tracebacks: Counter = Counter()
@@ -141,7 +156,7 @@ class TrafficEngine:
         """Snapshot endpoints and CPU pressure for this tick."""
         assert self.kubelet is not None
         self._now = now
-        self._rng = rng
+        self._use_rng(rng)
         self._endpoints.clear()
         self._tracebacks.clear()
         self.policies.prepare(self.kubelet.containers)
@@ -235,7 +250,7 @@ class TrafficEngine:
                 assert self._now is not None
                 tracer.tick(self._now, dt, sum(n for _, n, _ in plan))
             for mix, n, share in plan:
-                self._weight = rps * share * dt / n
+                self.weight = rps * share * dt / n
                 for _ in range(n):
                     params = app.traffic.params(mix, self._rng)
                     ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
@@ -255,11 +270,6 @@ class TrafficEngine:
             c.cpu_millicores = self._pod_work.get(uid, 0.0) / dt
         return self.samples
 
-    @property
-    def weight(self) -> float:
-        """How many real requests the call being served stands for (a datastore's hit ratio
-        counts them)."""
-        return self._weight
     def served(self, uid: str) -> float:
         """The requests the pod served in the last tick (sampled, weighted): what its request
         counter grew by, as a metrics adapter reads it for the autoscaler."""
@@ -307,9 +317,9 @@ class TrafficEngine:
 
     def invoke(self, ctx: Context, fn: Callable[[], Any], weight: float) -> Outcome:
         """Run a probe or startup hook in a container, with its downstream calls counted."""
-        saved_stack, saved_weight = self._stack, self._weight
+        saved_stack, saved_weight = self._stack, self.weight
         container = self._container_of(ctx)
-        self._stack, self._weight = [_Frame(container)], weight
+        self._stack, self.weight = [_Frame(container)], weight
         try:
             value = fn()
             error = None
@@ -321,7 +331,7 @@ class TrafficEngine:
         frame = self._stack[0]
         latency = frame.work_ms * self._slowdown.get(container.pod_uid, 1.0) if container else frame.work_ms
         latency += frame.downstream_ms
-        self._stack, self._weight = saved_stack, saved_weight
+        self._stack, self.weight = saved_stack, saved_weight
         return Outcome(value=value, error=error, latency_ms=latency)
 
     # -- requests from inside a container (kubectl exec, debug pods) -------------------------
@@ -371,12 +381,19 @@ class TrafficEngine:
         """Serve a request that no tick sampled: weight 0 (no CPU, no request counted), samples
         of its own (thrown away: the scrape never counts them), its own random stream, its own
         time."""
-        saved = self._stack, self._weight, self._rng, self._now, self.samples
-        self._stack, self._weight, self._rng, self._now, self.samples = [_Frame(None)], 0.0, rng, now, {}
+        saved = self._stack, self.weight, self._rng, self._now, self.samples
+        self._stack, self.weight, self._now, self.samples = [_Frame(None)], 0.0, now, {}
+        self._use_rng(rng)
         try:
             yield
         finally:
-            self._stack, self._weight, self._rng, self._now, self.samples = saved
+            self._stack, self.weight, rng, self._now, self.samples = saved
+            self._use_rng(rng)
+
+    def _use_rng(self, rng: random.Random) -> None:
+        """Draw from ``rng`` from now on (the tick's stream, or an aside's)."""
+        self._rng = rng
+        self._getrandbits = _getrandbits_of(rng)
 
     # -- internals -------------------------------------------------------------------------
     def _container_of(self, ctx: Context) -> Optional[Container]:
@@ -414,47 +431,67 @@ class TrafficEngine:
                                origin=self._component(ns, service if ctx.service == INGRESS else ctx.service))
         if not ep.port_ok:
             caller.downstream_ms += 1.0
-            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
             caller.downstream_ms += 1.0
-            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self._weight)
+            log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
                                origin=self._component(ns, service))
-        pool = ep.by_zone.get(ctx.zone) or candidates  # same zone first
-        target = self._rng.choice(pool)
-        hop = network.hop_ms(ctx.zone, target.zone)
-        if ctx.service == INGRESS and ctx.zone != target.zone:  # the balancer is not slowed by a zone's network
-            hop -= network.zone_latency_ms.get(ctx.zone, 0.0)
+        zone = ctx.zone
+        pool = ep.by_zone.get(zone) or candidates  # same zone first
+        getrandbits = self._getrandbits
+        if getrandbits is not None:  # self._rng.choice(pool), inlined: the same draws (_getrandbits_of)
+            n = len(pool)
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            target = pool[r]
+        else:
+            target = self._rng.choice(pool)
+        if network.zone_latency_ms:
+            hop = network.hop_ms(zone, target.zone)
+            if ctx.service == INGRESS and zone != target.zone:  # the balancer is not slowed by a zone's network
+                hop -= network.zone_latency_ms.get(zone, 0.0)
+        else:  # hop_ms with no zone's latency added (0.4 + 0.0 + 0.0 is 0.4, 2.5 + 0.0 + 0.0 is 2.5)
+            hop = 0.4 if zone == target.zone else 2.5
         if not network.node_up.get(target.node, True):
             caller.downstream_ms += timeout_ms
-            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
             caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
-        if self.policies.active and not self.policies.call_allowed(caller.container, ctx.service == INGRESS, target,
-                                                                   service):
-            caller.downstream_ms += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
-            raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
+        policies = self.policies
+        if policies.active:
+            source, external = caller.container, ctx.service == INGRESS
+            # policies.call_allowed's memo read inline, by the same key (most calls are answered there)
+            allowed = policies.pairs.get(("" if external else source.pod_uid if source is not None else "?",
+                                          target.pod_uid, service))
+            if allowed is None:
+                allowed = policies.call_allowed(source, external, target, service)
+            if not allowed:
+                caller.downstream_ms += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
+                raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         if network.clock_skew and caller.container is not None:
             refused = token_rejection(network.clock_skew, caller.container.node, target.node)
             if refused is not None:  # the callee's token check fails before its handler runs
                 caller.downstream_ms += hop
-                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self._weight)
+                log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self.weight)
                 self._log_error(target, endpoint, f"WARN {endpoint}: rejected call from {ctx.pod}: {refused}", "token")
                 skewed = caller.container.node if network.clock_skew.get(caller.container.node) else target.node
                 raise ServiceError(service, 401, refused, origin=f"node:{skewed}")
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
-            self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self._weight
+            self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self.weight
             caller.downstream_ms += timeout_ms
-            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self._weight)
+            log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         frame = _Frame(target)
@@ -469,16 +506,19 @@ class TrafficEngine:
         except ServiceError as exc:
             origin = exc.origin if exc.status != 404 else self._component(ns, service)
             error = ServiceError(service, 500 if exc.status != 404 else 404, str(exc), origin=origin)
-            self._log_error(target, endpoint, f"ERROR {endpoint}: upstream call failed: {exc}")
+            at = self._log_due(target, endpoint)
+            if at is not None:
+                target.log(at, f"ERROR {endpoint}: upstream call failed: {exc}")
         except Exception as exc:  # noqa: BLE001 - the service's own bug: a 500 with a traceback
             error = ServiceError(service, 500, "Internal Server Error", origin=self._component(ns, service))
-            self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
-                            key=type(exc).__name__)
+            at = self._log_due(target, endpoint, type(exc).__name__)
+            if at is not None:  # (the traceback is formatted only for the lines that are logged)
+                target.log(at, f"ERROR {endpoint} failed\n{format_exception(exc)}")
             if self._trace is not None:
                 self._bug = exc
         finally:
             stack.pop()
-        weight = self._weight
+        weight = self.weight
         latency = frame.work_ms * self._slowdown.get(uid, 1.0) + frame.downstream_ms + hop
         if network.pod_delay_ms:
             latency += network.pod_delay_ms.get(uid, 0.0)
@@ -543,7 +583,16 @@ class TrafficEngine:
                    message[len(prefix):] if message.startswith(prefix) else message)
 
     def _log_error(self, c: Container, endpoint: str, text: str, key: str = "upstream") -> None:
+        at = self._log_due(c, endpoint, key)
+        if at is not None:
+            c.log(at, text)
+
+    def _log_due(self, c: Container, endpoint: str, key: str = "upstream") -> Optional[datetime]:
+        """Count one more error of ``key`` at ``c``'s ``endpoint`` this tick: the time to log its
+        line at, or None when the line is not logged (past MAX_TRACEBACKS_PER_TICK, or outside a
+        tick), so that a caller builds the line only when it is."""
         k = (c.pod_uid, endpoint, key)
         self._tracebacks[k] += 1
         if self._tracebacks[k] <= MAX_TRACEBACKS_PER_TICK and self._now is not None:
-            c.log(self._now, text)
+            return self._now
+        return None
