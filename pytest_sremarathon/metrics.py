@@ -15,11 +15,19 @@ class MetricStore:
     def __init__(self) -> None:
         self._times: dict[tuple[str, str], list[datetime]] = defaultdict(list)
         self._values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        # (app, service) -> its series' lists in METRICS order (the same lists as in _values,
+        # which never drops one): a record appends to them without building a key per metric.
+        self._columns: dict[tuple[str, str], tuple[list[float], ...]] = {}
 
     def record(self, app: str, service: str, t: datetime, values: dict[str, float]) -> None:
-        self._times[(app, service)].append(t)
-        for name in METRICS:
-            self._values[(app, service, name)].append(float(values.get(name, 0.0)))
+        key = (app, service)
+        self._times[key].append(t)
+        columns = self._columns.get(key)
+        if columns is None:
+            columns = self._columns[key] = tuple(self._values[(app, service, name)] for name in METRICS)
+        get = values.get
+        for name, column in zip(METRICS, columns):
+            column.append(float(get(name, 0.0)))
 
     def series(self, app: str, service: str, name: str, since: Optional[datetime] = None) -> list[tuple[datetime, float]]:
         if name not in METRICS:

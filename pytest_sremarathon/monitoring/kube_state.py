@@ -56,7 +56,9 @@ class KubeState:
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
-        self._cache: dict[tuple[str, str], tuple[str, list[int], list[float]]] = {}  # (kind, uid) -> (rv, refs, values)
+        # kind -> uid -> (rv, refs, values): the objects of the kind's last listing (an object
+        # gone from the store is gone from here at the next listing of its kind)
+        self._cache: dict[str, dict[str, tuple[str, list[int], list[float]]]] = {}
         # kind -> (the store's version of the kind, refs, values, their block): a scrape while no
         # object of the kind moved appends the same row again, without looking at the objects
         self._kinds: dict[str, tuple[int, list[int], list[float], Block]] = {}
@@ -98,23 +100,22 @@ class KubeState:
         """The samples of every object of ``kind``, each computed once per resourceVersion."""
         refs: list[int] = []
         values: list[float] = []
-        seen: set[tuple[str, str]] = set()
-        cache = self._cache
+        cache = self._cache.get(kind) or {}
+        listed: dict[str, tuple[str, list[int], list[float]]] = {}  # the kind's cache from now on: the objects listed
         for obj in store.list(kind):
             md = obj["metadata"]
-            key = (kind, md.get("uid") or f"{md.get('namespace', '')}/{md['name']}")
+            key = md.get("uid") or f"{md.get('namespace', '')}/{md['name']}"
             rv = str(md.get("resourceVersion", ""))
-            seen.add(key)
             hit = cache.get(key)
             if hit is None or hit[0] != rv:
                 samples = fn(obj)
-                hit = cache[key] = (rv, [r for r, _ in samples], [v for _, v in samples])
+                hit = (rv, [r for r, _ in samples], [v for _, v in samples])
+            listed[key] = hit
             refs.extend(hit[1])
             values.extend(hit[2])
-        for gone in [k for k in cache if k[0] == kind and k not in seen]:
-            del cache[gone]
-        if len(self._refs) > 64 * len(cache) + 4096:  # the refs of objects long gone
-            live = {r for _, refs_of, _ in cache.values() for r in refs_of}
+        self._cache[kind] = listed
+        if len(self._refs) > 64 * sum(map(len, self._cache.values())) + 4096:  # the refs of objects long gone
+            live = {r for of_kind in self._cache.values() for _, refs_of, _ in of_kind.values() for r in refs_of}
             self._refs = {k: r for k, r in self._refs.items() if r in live}
         return refs, values
 

@@ -39,24 +39,31 @@ class ScrapeTargets:
     _last: Optional[float] = None
     _refs: dict[tuple[str, str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
     _block: Optional[Block] = None
+    # The ``up`` row of the last targets that differed from the scrape before: (those targets,
+    # their refs, their values). A row follows from its targets alone (the refs from their job,
+    # instance and labels, the values from ``up``), so equal targets append the same row again;
+    # most scrapes nothing changed (a scraper reuses each TargetState while its target stands).
+    _row: tuple[list[TargetState], list[int], list[float]] = field(default_factory=lambda: ([], [], []))
 
     def collect(self, t: float, targets: Sequence[TargetState]) -> None:
         """Remember this scrape's targets and append their ``up`` samples at ``t``."""
         self._targets = list(targets)
         self._last = t
-        refs: list[int] = []
-        values: list[float] = []
-        for tg in targets:
-            key = (tg.job, tg.instance, tg.labels)
-            ref = self._refs.get(key)
-            if ref is None:
-                ref = self._refs[key] = self.db.ref({"__name__": "up", "job": tg.job, "instance": tg.instance,
-                                                     **dict(tg.labels)})
-            refs.append(ref)
-            values.append(1.0 if tg.up else 0.0)
+        if self._targets != self._row[0] or not self._targets:
+            refs: list[int] = []
+            values: list[float] = []
+            for tg in self._targets:
+                key = (tg.job, tg.instance, tg.labels)
+                ref = self._refs.get(key)
+                if ref is None:
+                    ref = self._refs[key] = self.db.ref({"__name__": "up", "job": tg.job, "instance": tg.instance,
+                                                         **dict(tg.labels)})
+                refs.append(ref)
+                values.append(1.0 if tg.up else 0.0)
+            self._row = (self._targets, refs, values)
         if self._block is None:
             self._block = self.db.block()
-        self._block.append(t, refs, values)
+        self._block.append(t, self._row[1], self._row[2])
 
     def targets(self) -> Sequence[Target]:
         return [Target(labels={"job": tg.job, "instance": tg.instance, **dict(tg.labels)}, scrape_pool=tg.pool,

@@ -83,6 +83,11 @@ class TwinCluster:
         # The ready pods per service on an up node, and what they were counted from (the last
         # Pod change, the nodes' state): most ticks no pod and no node moved.
         self._ready_counted: tuple[Any, dict[tuple[str, str], int]] = (None, {})
+        # pod uid -> (its resourceVersion, its node if it is ready else None, (namespace, app)):
+        # what a count needs of a pod, taken again only when its resourceVersion moves (every
+        # change to a pod bumps it); the pods of the last count (two dicts, swapped each count).
+        self._ready_memo: dict[Any, tuple[Any, Optional[str], tuple[str, str]]] = {}
+        self._ready_memo_next: dict[Any, tuple[Any, Optional[str], tuple[str, str]]] = {}
 
     # -- set-up ----------------------------------------------------------------------------
     def settled(self) -> None:
@@ -337,10 +342,19 @@ class TwinCluster:
         if self._ready_counted[0] == inputs:
             return self._ready_counted[1]
         counts: dict[tuple[str, str], int] = {}
+        memo, seen = self._ready_memo, self._ready_memo_next
         for pod in self.store.list("Pod"):
-            if pod_is_ready(pod) and node_up.get(pod["spec"].get("nodeName", ""), False):
-                key = (pod["metadata"]["namespace"], (pod["metadata"].get("labels") or {}).get("app", ""))
-                counts[key] = counts.get(key, 0) + 1
+            md = pod["metadata"]
+            rv = md.get("resourceVersion")
+            hit = memo.get(md.get("uid"))
+            if hit is None or hit[0] != rv:
+                node = pod["spec"].get("nodeName", "") if pod_is_ready(pod) else None
+                hit = (rv, node, (md["namespace"], (md.get("labels") or {}).get("app", "")))
+            seen[md.get("uid")] = hit
+            if hit[1] is not None and node_up.get(hit[1], False):
+                counts[hit[2]] = counts.get(hit[2], 0) + 1
+        memo.clear()
+        self._ready_memo, self._ready_memo_next = seen, memo
         self._ready_counted = (inputs, counts)
         return counts
 
