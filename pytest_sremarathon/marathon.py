@@ -345,9 +345,9 @@ class Marathon:
 
     def _start_mcp(self, token: str, urls: dict[str, str], budget: float) -> None:
         """The run's MCP server (issue 17): the agent's tools over its own endpoints and token."""
+        from .agent_tools.config import Endpoints
         from .agent_tools.rules import Game
         from .agent_tools.server import McpServer
-        from .agent_tools.toolbox import Endpoints
 
         assert self.host is not None and self.server is not None
         spec = self.scenario.spec

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 SERVER_NAME = "sremarathon"
 PATH = "/mcp"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the tools send their requests, and as whom (here, not in :mod:`.toolbox`, which
+    imports the MCP SDK: the marathon names them before it knows whether anyone connects)."""
+
+    server: str  # the agent's Kubernetes API and /sremarathon/v1/ (plain HTTP on loopback)
+    token: str
+    prometheus: Optional[str] = None
+    jaeger: Optional[str] = None
 
 
 def write_mcp_config(path: Path, url: str, token: str) -> Path:

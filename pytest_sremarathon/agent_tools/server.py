@@ -18,14 +18,16 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from mcp.server.mcpserver import MCPServer
-
-from .config import PATH, SERVER_NAME
+from .config import PATH, SERVER_NAME, Endpoints
 from .rules import Game, rules_text
 from .submissions import StepSubmissions
-from .toolbox import Endpoints, Sandboxed, ToolBox
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from .toolbox import Sandboxed, ToolBox
 
 __all__ = ["McpServer", "TOOLS"]
 
@@ -61,36 +63,61 @@ class McpServer:
 
     def __init__(self, endpoints: Endpoints, game: Game, run_sandboxed: Sandboxed) -> None:
         self.submissions = StepSubmissions()
-        self.toolbox = ToolBox(endpoints, self.submissions, run_sandboxed)
+        self.endpoints = endpoints
         self.game = game
+        self._run_sandboxed = run_sandboxed
         self._token = endpoints.token
-        self.mcp: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=rules_text(game), log_level="WARNING")
-        for name in TOOLS:
-            fn = getattr(self.toolbox, name)
-            self.mcp.add_tool(fn, name=name, description=" ".join((fn.__doc__ or "").split()),
-                              structured_output=False)  # plain text: what every client shows a model
-        self._add_rules()
+        self._sdk: Optional[tuple[ToolBox, MCPServer[Any]]] = None  # (see _build)
+        self._sdk_lock = threading.Lock()
         self._server: Any = None
         self._sock: Optional[socket.socket] = None
         self._thread: Optional[threading.Thread] = None
         self._closing = threading.Event()
         self.port = 0
 
-    def _add_rules(self) -> None:
+    @property
+    def toolbox(self) -> ToolBox:
+        return self._build()[0]
+
+    @property
+    def mcp(self) -> MCPServer[Any]:
+        return self._build()[1]
+
+    def _build(self) -> tuple[ToolBox, MCPServer[Any]]:
+        """The tools and the SDK's server, made once, on first use: importing the MCP SDK takes
+        a second or more, which a run whose agent never connects (``start(eager=False)``) does
+        not pay."""
+        with self._sdk_lock:
+            if self._sdk is None:
+                from mcp.server.mcpserver import MCPServer
+
+                from .toolbox import ToolBox
+
+                toolbox = ToolBox(self.endpoints, self.submissions, self._run_sandboxed)
+                mcp: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=rules_text(self.game), log_level="WARNING")
+                for name in TOOLS:
+                    fn = getattr(toolbox, name)
+                    mcp.add_tool(fn, name=name, description=" ".join((fn.__doc__ or "").split()),
+                                 structured_output=False)  # plain text: what every client shows a model
+                self._add_rules(mcp)
+                self._sdk = (toolbox, mcp)
+            return self._sdk
+
+    def _add_rules(self, mcp: MCPServer[Any]) -> None:
         text = rules_text(self.game)
 
-        @self.mcp.resource("sremarathon://rules", name="rules", description="The rules of the game: cadence, "
+        @mcp.resource("sremarathon://rules", name="rules", description="The rules of the game: cadence, "
                            "identifiers, what is scored, the policy", mime_type="text/markdown")
         def rules() -> str:
             return text
 
-        @self.mcp.resource("sremarathon://observation", name="observation",
+        @mcp.resource("sremarathon://observation", name="observation",
                            description="This step's observation: time, step, alerts, new_alerts", mime_type="application/json")
         def observation() -> str:
             obs = self.submissions.observation
             return obs.model_dump_json() if obs is not None else "{}"
 
-        @self.mcp.prompt(name="sre_marathon", description="Play a step of the SRE marathon: the rules and this step")
+        @mcp.prompt(name="sre_marathon", description="Play a step of the SRE marathon: the rules and this step")
         def prompt() -> str:
             obs = self.submissions.observation
             where = f"This is step {obs.step} at {obs.time.isoformat()}." if obs is not None else ""
@@ -111,6 +138,8 @@ class McpServer:
         sock.listen(128)
         self.port = sock.getsockname()[1]
         self._sock = sock
+        if eager:
+            self._build()
         self._thread = threading.Thread(target=self._serve, args=(not eager,), name=f"mcp-server:{self.port}",
                                         daemon=True)
         self._thread.start()

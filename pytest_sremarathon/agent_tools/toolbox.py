@@ -20,7 +20,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Literal, Optional
 
@@ -29,9 +28,10 @@ from pydantic import Field, ValidationError
 
 from ..agent.clients import PipelineClient
 from ..agent.protocol import Finding, ServiceError
+from .config import Endpoints
 from .submissions import NoStep, StepSubmissions
 
-__all__ = ["ToolBox", "ToolError", "Sandboxed", "KUBECTL_FORBIDDEN_FLAGS", "MAX_RESULT"]
+__all__ = ["ToolBox", "ToolError", "Endpoints", "Sandboxed", "KUBECTL_FORBIDDEN_FLAGS", "MAX_RESULT"]
 
 MAX_RESULT = 40_000
 KUBECTL_TIMEOUT = 60.0
@@ -78,16 +78,6 @@ def _seconds(text: str) -> float:
 
 def _iso(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Where the tools send their requests, and as whom."""
-
-    server: str  # the agent's Kubernetes API and /sremarathon/v1/ (plain HTTP on loopback)
-    token: str
-    prometheus: Optional[str] = None
-    jaeger: Optional[str] = None
 
 
 class ToolBox:

@@ -22,7 +22,7 @@ from ..prometheus import Rule as PromRule
 from ..prometheus import RuleGroup
 from .noise import RULES as NOISE_RULES
 from .noise import TEMPLATES, NoiseEpisode, NoiseGenerator
-from .rules import Rule
+from .rules import Rule, app_pods
 
 if TYPE_CHECKING:
     from ..apps import AppSpec
@@ -52,6 +52,10 @@ class AlertEngine:
     # rule name -> (what its matches were computed from, the matches with their keys): see Rule.reads
     _matched: dict[str, tuple[tuple[Any, ...], list[tuple[Key, dict[str, str], str, str]]]] = \
         field(default_factory=dict)
+    # rule name -> (namespace, pod name) -> (the pod's resourceVersion, its matches): see Rule.each_pod
+    _per_pod: dict[str, dict[tuple[str, str], tuple[Optional[str], list[tuple[Key, dict[str, str], str, str]]]]] = \
+        field(default_factory=dict)
+    _pods: Optional[list[tuple[str, str, dict[str, Any]]]] = None  # the apps' pods, during one evaluate
 
     def _new_id(self) -> str:
         self._counter += 1
@@ -73,6 +77,7 @@ class AlertEngine:
     def evaluate(self, now: datetime, dt: float, cluster: Cluster, apps: dict[str, AppSpec]) -> list[Transition]:
         out: list[Transition] = []
         matching: set[Key] = set()
+        self._pods = None
         for rule in self.rules:
             for key, labels, summary, description in self._matches(rule, cluster, apps):
                 matching.add(key)
@@ -103,10 +108,38 @@ class AlertEngine:
             last = self._matched.get(rule.name)
             if last is not None and last[0] == inputs:
                 return last[1]
-        found = [((rule.name, tuple(sorted(labels.items()))), labels, summary, description)
-                 for labels, summary, description in rule.evaluate(cluster, apps)]
+        if rule.each_pod is not None:
+            found = self._pod_matches(rule, cluster, apps)
+        else:
+            found = [((rule.name, tuple(sorted(labels.items()))), labels, summary, description)
+                     for labels, summary, description in rule.evaluate(cluster, apps)]
         if rule.reads:
             self._matched[rule.name] = (inputs, found)
+        return found
+
+    def _pod_matches(self, rule: Rule, cluster: Cluster,
+                     apps: dict[str, AppSpec]) -> list[tuple[Key, dict[str, str], str, str]]:
+        """A pod rule's matches: every pod's own, in list order (as ``rule.evaluate`` gives them).
+        A pod's are its last ones while its resourceVersion has not moved: the rule reads the pod
+        alone (its namespace and its service are its key and its labels), and every change to a
+        stored object gives it a new resourceVersion (``Store.touch``/``replace``/``create``)."""
+        assert rule.each_pod is not None
+        if self._pods is None:
+            self._pods = list(app_pods(cluster, apps))
+        last = self._per_pod.get(rule.name, {})
+        kept: dict[tuple[str, str], tuple[Optional[str], list[tuple[Key, dict[str, str], str, str]]]] = {}
+        found: list[tuple[Key, dict[str, str], str, str]] = []
+        for ns, svc, pod in self._pods:
+            md = pod["metadata"]
+            at = (ns, md["name"])
+            rv = md.get("resourceVersion")
+            entry = last.get(at)
+            if entry is None or rv is None or entry[0] != rv:
+                entry = (rv, [((rule.name, tuple(sorted(labels.items()))), labels, summary, description)
+                              for labels, summary, description in rule.each_pod(ns, svc, pod)])
+            kept[at] = entry
+            found.extend(entry[1])
+        self._per_pod[rule.name] = kept  # (pods gone since are dropped)
         return found
 
     # -- the Prometheus view -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..k8s.objects import condition, pod_is_active, pod_is_ready
 from ..k8s.quantity import memory_bytes
@@ -39,6 +39,10 @@ class Rule:
     # them changed (``Store.kind_version``), its matches are the last evaluation's. Empty: it
     # reads something else too (metrics, containers) and is evaluated every tick.
     reads: tuple[str, ...] = ()
+    # A condition over each of the apps' pods alone: the matches of one pod (its namespace, its
+    # service, the pod). ``evaluate`` is then every pod's matches in list order, and the engine
+    # keeps a pod's last ones while its resourceVersion has not moved (AlertEngine._pod_matches).
+    each_pod: Optional[Callable[[str, str, dict], list[Match]]] = None
 
 
 def _svc_labels(ns: str, svc: str) -> dict[str, str]:
@@ -69,7 +73,7 @@ def latency_slo_burn(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Mat
                        f"p99 latency of {ns}/{svc} is {p99:.0f}ms, SLO {spec.slo_p99_ms:.0f}ms.")
 
 
-def _app_pods(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[tuple[str, str, dict]]:
+def app_pods(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[tuple[str, str, dict]]:
     for ns, app in apps.items():
         for pod in cluster.store.list("Pod", ns):
             svc = (pod["metadata"].get("labels") or {}).get("app", "")
@@ -77,42 +81,64 @@ def _app_pods(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[tuple[str,
                 yield ns, svc, pod
 
 
+def _crash_looping_pod(ns: str, svc: str, pod: dict) -> list[Match]:
+    out: list[Match] = []
+    for cs in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = cs.get("state", {}).get("waiting") or {}
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
+                                     "CreateContainerConfigError"):
+            out.append(({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
+                        f"Pod {ns}/{pod['metadata']['name']} is {waiting['reason']}",
+                        f"Container {cs['name']} of pod {pod['metadata']['name']} is waiting: "
+                        f"{waiting['reason']} (restarts: {cs.get('restartCount', 0)})."))
+    return out
+
+
+def _oom_killed_pod(ns: str, svc: str, pod: dict) -> list[Match]:
+    out: list[Match] = []
+    for cs in pod.get("status", {}).get("containerStatuses") or []:
+        term = (cs.get("lastState") or {}).get("terminated") or {}
+        if term.get("reason") == "OOMKilled" and cs.get("restartCount", 0) > 0:
+            out.append(({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
+                        f"Container {cs['name']} in {ns}/{pod['metadata']['name']} was OOMKilled",
+                        f"The container restarted {cs.get('restartCount')} time(s); last exit: OOMKilled."))
+    return out
+
+
+def _pod_not_ready(ns: str, svc: str, pod: dict) -> list[Match]:
+    if pod["spec"].get("nodeName") and pod_is_active(pod) and not pod_is_ready(pod):
+        return [({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
+                 f"Pod {ns}/{pod['metadata']['name']} has been not ready for 10m",
+                 f"Pod {pod['metadata']['name']} on {pod['spec']['nodeName']} is not ready.")]
+    return []
+
+
+def _pod_pending(ns: str, svc: str, pod: dict) -> list[Match]:
+    if not pod["spec"].get("nodeName") and pod_is_active(pod):
+        return [({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
+                 f"Pod {ns}/{pod['metadata']['name']} cannot be scheduled",
+                 (condition(pod, "PodScheduled") or {}).get("message", "Pod is pending."))]
+    return []
+
+
 def crash_looping(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
-    for ns, svc, pod in _app_pods(cluster, apps):
-        for cs in pod.get("status", {}).get("containerStatuses") or []:
-            waiting = cs.get("state", {}).get("waiting") or {}
-            if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
-                                         "CreateContainerConfigError"):
-                yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
-                       f"Pod {ns}/{pod['metadata']['name']} is {waiting['reason']}",
-                       f"Container {cs['name']} of pod {pod['metadata']['name']} is waiting: "
-                       f"{waiting['reason']} (restarts: {cs.get('restartCount', 0)}).")
+    for ns, svc, pod in app_pods(cluster, apps):
+        yield from _crash_looping_pod(ns, svc, pod)
 
 
 def oom_killed(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
-    for ns, svc, pod in _app_pods(cluster, apps):
-        for cs in pod.get("status", {}).get("containerStatuses") or []:
-            term = (cs.get("lastState") or {}).get("terminated") or {}
-            if term.get("reason") == "OOMKilled" and cs.get("restartCount", 0) > 0:
-                yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"], "container": cs["name"]},
-                       f"Container {cs['name']} in {ns}/{pod['metadata']['name']} was OOMKilled",
-                       f"The container restarted {cs.get('restartCount')} time(s); last exit: OOMKilled.")
+    for ns, svc, pod in app_pods(cluster, apps):
+        yield from _oom_killed_pod(ns, svc, pod)
 
 
 def pods_not_ready(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
-    for ns, svc, pod in _app_pods(cluster, apps):
-        if pod["spec"].get("nodeName") and pod_is_active(pod) and not pod_is_ready(pod):
-            yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
-                   f"Pod {ns}/{pod['metadata']['name']} has been not ready for 10m",
-                   f"Pod {pod['metadata']['name']} on {pod['spec']['nodeName']} is not ready.")
+    for ns, svc, pod in app_pods(cluster, apps):
+        yield from _pod_not_ready(ns, svc, pod)
 
 
 def pods_pending(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
-    for ns, svc, pod in _app_pods(cluster, apps):
-        if not pod["spec"].get("nodeName") and pod_is_active(pod):
-            yield ({**_svc_labels(ns, svc), "pod": pod["metadata"]["name"]},
-                   f"Pod {ns}/{pod['metadata']['name']} cannot be scheduled",
-                   (condition(pod, "PodScheduled") or {}).get("message", "Pod is pending."))
+    for ns, svc, pod in app_pods(cluster, apps):
+        yield from _pod_pending(ns, svc, pod)
 
 
 def replicas_mismatch(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
@@ -234,15 +260,19 @@ DEFAULT_RULES: tuple[Rule, ...] = (
          'histogram_quantile(0.99, sum by (namespace, service, le) (rate(http_request_duration_seconds_bucket[2m])))'
          ' > on (namespace, service) slo:http_request_duration_seconds:p99'),
     Rule("KubePodCrashLooping", "warning", 300, crash_looping, APPS,
-         f'max_over_time(kube_pod_container_status_waiting_reason{{reason=~"{WAITING}"}}[5m]) >= 1', ("Pod",)),
+         f'max_over_time(kube_pod_container_status_waiting_reason{{reason=~"{WAITING}"}}[5m]) >= 1',
+         ("Pod",), each_pod=_crash_looping_pod),
     Rule("KubeContainerOOMKilled", "warning", 0, oom_killed, APPS,
          'kube_pod_container_status_last_terminated_reason{reason="OOMKilled"} == 1'
-         ' and on (namespace, pod, container) kube_pod_container_status_restarts_total > 0', ("Pod",)),
+         ' and on (namespace, pod, container) kube_pod_container_status_restarts_total > 0',
+         ("Pod",), each_pod=_oom_killed_pod),
     Rule("KubePodNotReady", "warning", 600, pods_not_ready, APPS,
          'max by (namespace, pod) (kube_pod_container_status_ready == 0)'
-         ' and on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
+         ' and on (namespace, pod) kube_pod_info{node!=""}',
+         ("Pod",), each_pod=_pod_not_ready),
     Rule("KubePodPending", "warning", 600, pods_pending, APPS,
-         'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}', ("Pod",)),
+         'kube_pod_status_phase{phase="Pending"} == 1 unless on (namespace, pod) kube_pod_info{node!=""}',
+         ("Pod",), each_pod=_pod_pending),
     Rule("KubeDeploymentReplicasMismatch", "warning", 600, replicas_mismatch, APPS,
          'kube_deployment_spec_replicas > kube_deployment_status_replicas_available', ("Deployment",)),
     Rule("KubeStatefulSetReplicasMismatch", "warning", 600, statefulset_replicas_mismatch, APPS,

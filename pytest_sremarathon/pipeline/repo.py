@@ -3,6 +3,7 @@ committer date, so the same run produces the same commit ids."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -60,6 +61,10 @@ class GitRepo:
         self._env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(path.parent), "LANG": "C.UTF-8",
             "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+            # No `git maintenance run --auto` after every commit and fetch: a second process each
+            # time (~150 commits and ~150 fetches a default marathon) for repositories that never
+            # grow to what it would pack. What is committed is the same either way.
+            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "maintenance.auto", "GIT_CONFIG_VALUE_0": "false",
         }
 
     def git(self, *args: str, at: datetime | None = None, author: Author | None = None, check: bool = True,
@@ -119,8 +124,30 @@ class GitRepo:
 
     def _new_head(self) -> str:
         """HEAD after a command made a commit, read together with what :meth:`show` tells of it."""
-        self._head = self.show("HEAD").id
+        info = self.show("HEAD")
+        self._learn_blobs(info)
+        self._head = info.id
         return self._head
+
+    def _learn_blobs(self, info: CommitInfo) -> None:
+        """The blobs a commit made here wrote: read from the working tree (a file read each,
+        where :meth:`files_at` would start a ``cat-file`` for them), and kept only when the file
+        hashes to the commit's blob id. The id is the SHA-1 of exactly the blob's bytes, so a
+        file that matches is the blob; one that does not (a filter, a later edit) is left to
+        ``cat-file``."""
+        for path, sha in info.blobs.items():
+            if sha is None or sha in self._blobs:
+                continue
+            try:
+                data = (self.path / path).read_bytes()
+            except OSError:
+                continue
+            if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != sha:
+                continue
+            try:
+                self._blobs[sha] = data.decode()
+            except UnicodeDecodeError:  # (cat-file's answer would not decode either: it says so)
+                continue
 
     def revert(self, commit: str, author: Author, at: datetime) -> str:
         if self._run(("revert", "--no-edit", commit), at, author).returncode != 0:
