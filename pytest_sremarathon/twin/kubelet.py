@@ -114,8 +114,7 @@ class _ProbePlan:
     readiness_http: bool
     timeout_ms: float
     period: Any  # max(1, periodSeconds), what a pass's probe weight divides dt by
-    liveness_target: Optional[tuple[bool, str]] = None
-    readiness_target: Optional[tuple[bool, str]] = None
+    targets: dict[str, tuple[bool, str]] = field(default_factory=dict)  # "liveness"/"readiness" -> reached?
 
 
 def _probe_plan(rv: str, spec: dict[str, Any]) -> _ProbePlan:
@@ -468,6 +467,18 @@ class Kubelet:
                        f"pod={c.pod_name}_{c.namespace}({c.pod_uid})")
         self.events.record(pod, "Warning", "BackOff", "Back-off restarting failed container", "kubelet", c.node)
 
+    def _reaches(self, c: Container, plan: _ProbePlan, which: str, probe: dict[str, Any], spec: dict[str, Any],
+                 utility: bool) -> tuple[bool, str]:
+        """Does the probe reach what it asks for, and why not? A utility container's process
+        answers live; any other's answer depends only on the pod's spec, so it is kept with the
+        plan (a new pod version makes a new plan)."""
+        if utility and self.runtime is not None:
+            return self.runtime.probe(c, probe)
+        target = plan.targets.get(which)
+        if target is None:
+            target = plan.targets[which] = _probe_target_ok(probe, spec)
+        return target
+
     def _probe(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime, dt: float) -> None:
         plan = c.probe_plan
         rv = pod["metadata"]["resourceVersion"]
@@ -478,12 +489,7 @@ class Kubelet:
         # Liveness: the process answers /healthz as long as it runs.
         liveness = plan.liveness
         if liveness is not None and c.started_at and age >= plan.liveness_delay:
-            if utility and self.runtime is not None:
-                ok, why = self.runtime.probe(c, liveness)
-            else:
-                if plan.liveness_target is None:
-                    plan.liveness_target = _probe_target_ok(liveness, spec)
-                ok, why = plan.liveness_target
+            ok, why = self._reaches(c, plan, "liveness", liveness, spec, utility)
             late = self.probe_queue.timeouts(c, liveness, dt) if ok and plan.liveness_http else []
             if late:  # an overloaded pod: some probes waited out their timeout in its queue
                 if self._late_liveness(pod, c, liveness, late, now):
@@ -507,12 +513,7 @@ class Kubelet:
             return
         if c.started_at and age < plan.readiness_delay:
             return
-        if utility and self.runtime is not None:
-            ok, why = self.runtime.probe(c, readiness)
-        else:
-            if plan.readiness_target is None:
-                plan.readiness_target = _probe_target_ok(readiness, spec)
-            ok, why = plan.readiness_target
+        ok, why = self._reaches(c, plan, "readiness", readiness, spec, utility)
         if ok and plan.readiness_http and c.module is not None and callable(getattr(c.module, "ready", None)):
             timeout_ms = plan.timeout_ms
             weight = dt / plan.period
