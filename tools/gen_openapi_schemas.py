@@ -155,7 +155,8 @@ def generate() -> dict[str, Any]:
     """{"kubernetes": client version, "schemas": {name: schema}, "documents": {"apis/apps/v1":
     [the schema names its document holds]}}."""
     core = core_types()
-    kinds: dict[str, dict[str, str]] = {"V1Scale": {"group": "autoscaling", "version": "v1", "kind": "Scale"}}
+    kinds: dict[str, dict[str, str]] = {"V1Scale": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                                        "AuthenticationV1TokenRequest": dict(openapi.TOKEN_REQUEST_GVK)}
     for (group, version), types in openapi.group_versions().items():
         for rt in types:
             model = model_of(group, version, rt.kind)
@@ -171,6 +172,9 @@ def generate() -> dict[str, Any]:
                 models.add(model)
             if rt.kind in openapi.SCALE_KINDS:  # autoscaling/v1's Scale, named as autoscaling's
                 SchemaSet("io.k8s.api.autoscaling", frozenset(), kinds, models.schemas).add(k8s_client.V1Scale)
+            if rt.kind == "ServiceAccount":  # serviceaccounts/token's TokenRequest, named as authentication's
+                SchemaSet("io.k8s.api.authentication", frozenset(), kinds, models.schemas).add(
+                    k8s_client.AuthenticationV1TokenRequest)
         for name, schema in models.schemas.items():
             if schemas.setdefault(name, schema) != schema:
                 raise SystemExit(f"{name}: two different schemas under one name")

@@ -52,6 +52,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "endpoints", "endpoints", "Endpoints", True, ("ep",)),
     ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",)),
     ResourceType("", "v1", "secrets", "secret", "Secret", True),
+    ResourceType("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",)),
     ResourceType("", "v1", "events", "event", "Event", True, ("ev",)),
     ResourceType("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), categories=_ALL),
     ResourceType("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), categories=_ALL),
@@ -327,7 +328,9 @@ class Store:
             self._owned_rv[group] = self._rv
             self._owned_sorted.pop(group, None)
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any], *, uid: Optional[str] = None) -> dict[str, Any]:
+        """Store a new object. ``uid``: its uid, instead of the next one of the store's sequence
+        (a controller's objects that must not shift the uids of the simulation's own)."""
         with self.lock:
             kind = obj["kind"]
             rt = BY_KIND[kind]
@@ -351,7 +354,7 @@ class Store:
                 raise ApiError(404, "NotFound", f'namespaces "{md["namespace"]}" not found', kind="namespaces",
                                name=md["namespace"])
             obj.setdefault("apiVersion", rt.group_version)
-            md["uid"] = str(uuid.uuid5(self.uid_namespace, str(next(self._uids))))
+            md["uid"] = uid or str(uuid.uuid5(self.uid_namespace, str(next(self._uids))))
             md["creationTimestamp"] = _iso(self.clock())
             md.setdefault("labels", {})
             if "spec" in obj:

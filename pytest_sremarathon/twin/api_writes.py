@@ -1,5 +1,5 @@
-"""The API server's writes: create, update, patch, scale, delete, deletecollection and
-eviction, each computed under the store's lock, put to the policy point outside it, then
+"""The API server's writes: create, update, patch, scale, delete, deletecollection,
+eviction and service account tokens, each computed under the store's lock, put to the policy point outside it, then
 committed if the object has not moved meanwhile (otherwise recomputed).
 
 :class:`ObjectWrites` is a part of :class:`~.apiserver.ApiServer`; it reads the server's state
@@ -17,7 +17,7 @@ from ..k8s.selectors import selector_string
 from ..k8s.store import RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission
-from . import admission_quota, defaults, disruption, priority
+from . import admission_quota, defaults, disruption, priority, serviceaccounts
 from . import patch as patching
 from .api_common import (
     JSON,
@@ -601,6 +601,19 @@ class ObjectWrites:
                          lambda obj: dumps(status_success(201)))
 
         return self._mutate(ctx, "evict", rt, ns, name, "eviction", plan)
+
+    # -- serviceaccounts/token -------------------------------------------------------------------
+    def _create_token(self, ctx: Ctx, rt: ResourceType, ns: str, name: str) -> tuple[int, str, bytes]:
+        """``kubectl create token``: a TokenRequest answered (:func:`.serviceaccounts.token_request`),
+        admitted as a ``create`` of ``serviceaccounts/token``; nothing is stored."""
+        body = ctx.body()
+
+        def plan() -> Plan:
+            answer = serviceaccounts.token_request(self.store, ns, name, body)
+            payload = dumps(answer)
+            return Plan(answer, lambda: True, lambda: (201, payload), lambda obj: payload)
+
+        return self._mutate(ctx, "create", rt, ns, name, "token", plan)
 
 
 def _scale_selector(obj: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@
 * watch (chunked NDJSON, resumption from a resourceVersion, 410 ``Expired``, BOOKMARKs,
   ``sendInitialEvents=true`` refused with 422 so clients fall back to list+watch);
 * subresources ``status``, ``scale`` (``autoscaling/v1 Scale``), ``pods/log``, ``pods/eviction``,
+  ``serviceaccounts/token`` (``authentication.k8s.io/v1 TokenRequest``, :mod:`.serviceaccounts`),
   and ``pods/exec``/``pods/attach`` over WebSocket into the simulated containers (see
   :mod:`.api_exec`; ``portforward`` answers 400 with an explanation);
 * extension handlers under path prefixes (``/sremarathon/v1/`` …), behind the same tokens;
@@ -291,6 +292,10 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
         if sub == "eviction" and rt.kind == "Pod":
             if m == "POST":
                 return self._evict(ctx, rt, ns or "", name)
+            raise method_not_allowed()
+        if sub == "token" and rt.kind == "ServiceAccount":
+            if m == "POST":
+                return self._create_token(ctx, rt, ns or "", name)
             raise method_not_allowed()
         raise no_such_path()
 

@@ -32,6 +32,7 @@ from .node_agent import node_agent_daemonset
 from .priority import builtin_classes
 from .scheduler import ZONE, Scheduler
 from .scraper import DEFAULT_RETENTION, TwinScraper
+from .serviceaccounts import ServiceAccountController
 from .statefulsets import StatefulSetController
 from .traffic import Network, TrafficEngine
 from .volume_usage import VolumeUsage
@@ -79,6 +80,7 @@ class TwinCluster:
         self._dt = 30.0  # the last tick's length: the per-pod request rates the autoscaler reads
         self.autoscaler = HorizontalPodAutoscalerController(self.store, self.events, self)
         self.disruption = DisruptionController(self.store)
+        self.serviceaccounts = ServiceAccountController(self.store)  # `default` in every namespace
         self.maintenance = NodeMaintenance(self.store, self.events, self.network.node_up)
         # The ready pods per service on an up node, and what they were counted from (the last
         # Pod change, the nodes' state): most ticks no pod and no node moved.
@@ -104,6 +106,7 @@ class TwinCluster:
                 self.store.create({"apiVersion": "v1", "kind": "Namespace",
                                    "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+            self.serviceaccounts.bootstrap()
             for pc in builtin_classes():
                 self.store.create(pc)
             for i, (name, zone) in enumerate(self.topology.node_names()):
@@ -161,7 +164,9 @@ class TwinCluster:
             if obj["kind"] == "Service":
                 self._cluster_ip(obj, current)
             if current is None:
-                return self.store.create(obj)
+                created = self.store.create(obj)
+                self.serviceaccounts.react(created)  # a new namespace gets its `default` account
+                return created
             new = copy.deepcopy(current)
             for key in ("spec", "data"):
                 if key in obj:
@@ -281,6 +286,7 @@ class TwinCluster:
         after its write sees what a real cluster shows within moments. Only what the write
         touched is reconciled; containers start at the next tick, as the kubelet works."""
         with self.store.lock:
+            self.serviceaccounts.react(obj)  # a new namespace's `default` account (or a deleted one's again)
             replicasets = self.controllers.react(obj)
             pending = [p for rs in replicasets for p in self.store.list("Pod", rs["metadata"]["namespace"])
                        if not p["spec"].get("nodeName") and pod_is_active(p) and is_owned_by(p, rs)]

@@ -313,18 +313,43 @@ def _token(pod: dict[str, Any]) -> bytes:
     """A service account token's shape (it authenticates nowhere: the twin never issued it)."""
     md = pod["metadata"]
     sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+    return service_account_token(md["namespace"], sa, bound={"pod": pod}).encode()
+
+
+def service_account_token(namespace: str, service_account: str, *, sa_uid: Optional[str] = None,
+                          bound: Optional[Mapping[str, dict[str, Any]]] = None,
+                          audiences: Optional[Sequence[str]] = None, issued_at: Optional[int] = None,
+                          expires_at: Optional[int] = None, token_id: Optional[str] = None) -> str:
+    """A service account JWT shaped as the API server's issuer shapes it (``pkg/serviceaccount/
+    claims.go``; go-jose writes the claims with sorted keys): the ``kubernetes.io`` claims name
+    the account and the objects the token is bound to (``bound``: ``{"pod": pod, "node": node}``,
+    or ``{"secret": secret}``). A pod's mounted token and a TokenRequest's (``kubectl create
+    token``) are made here; the signature is a digest, not RSA. The optional claims (``exp``,
+    ``iat``/``nbf``, ``jti``, the account's uid) appear only when given: a pod's token has none."""
 
     def b64(obj: Any) -> str:
-        return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).decode().rstrip("=")
+        text = json.dumps(obj, separators=(",", ":"), sort_keys=True)
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
+    account: dict[str, Any] = {"name": service_account}
+    if sa_uid:
+        account["uid"] = sa_uid
+    private: dict[str, Any] = {"namespace": namespace, "serviceaccount": account}
+    for kind, obj in (bound or {}).items():
+        private[kind] = {"name": obj["metadata"]["name"], "uid": obj["metadata"].get("uid")}
+    issuer = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"
+    claims: dict[str, Any] = {"aud": list(audiences or [issuer]), "iss": issuer, "kubernetes.io": private,
+                              "sub": f"system:serviceaccount:{namespace}:{service_account}"}
+    if issued_at is not None:
+        claims["iat"] = claims["nbf"] = issued_at
+    if expires_at is not None:
+        claims["exp"] = expires_at
+    if token_id is not None:
+        claims["jti"] = token_id
     header = b64({"alg": "RS256", "kid": "sremarathon-twin"})
-    payload = b64({"aud": [f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"],
-                   "iss": f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
-                   "kubernetes.io": {"namespace": md["namespace"], "pod": {"name": md["name"], "uid": md.get("uid")},
-                                     "serviceaccount": {"name": sa}},
-                   "sub": f"system:serviceaccount:{md['namespace']}:{sa}"})
+    payload = b64(claims)
     sig = base64.urlsafe_b64encode(hashlib.sha256(f"{header}.{payload}".encode()).digest()).decode().rstrip("=")
-    return f"{header}.{payload}.{sig}".encode()
+    return f"{header}.{payload}.{sig}"
 
 
 def volume_files(store: Store, pod: dict[str, Any], spec: dict[str, Any],

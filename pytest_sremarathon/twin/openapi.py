@@ -2,7 +2,8 @@
 
 Legacy discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/{g}/{v}``) lists every type of
 :data:`RESOURCE_TYPES` with its subresources (``deployments/scale`` as ``autoscaling/v1
-Scale``, ``pods/eviction`` as ``policy/v1 Eviction``, ``pods/log``, ``*/status``) and the
+Scale``, ``pods/eviction`` as ``policy/v1 Eviction``, ``serviceaccounts/token`` as ``authentication.k8s.io/v1
+TokenRequest``, ``pods/log``, ``*/status``) and the
 ``metrics.k8s.io/v1beta1`` group that ``kubectl top`` needs.
 
 OpenAPI v3 carries each kind's real fields, their types and descriptions (generated from the
@@ -39,6 +40,9 @@ _STATUS_KINDS = ("Pod", "Deployment", "ReplicaSet", "Node", "Namespace", "Servic
                  "APIService", "HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet",
                  "PersistentVolumeClaim", "PersistentVolume", "DaemonSet", "Job", "CronJob")
 SCALE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet")  # with a ``/scale`` subresource
+#: What ``serviceaccounts/<name>/token`` takes and answers (twin/serviceaccounts.py).
+TOKEN_REQUEST_GVK = {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
+TOKEN_REQUEST_SCHEMA = "io.k8s.api.authentication.v1.TokenRequest"
 
 
 def _resource_entry(rt: ResourceType) -> dict[str, Any]:
@@ -70,6 +74,9 @@ def _subresources(rt: ResourceType) -> list[dict[str, Any]]:
         subs.append({"name": "pods/attach", **base, "kind": "PodAttachOptions", "verbs": ["create", "get"]})
         subs.append({"name": "pods/exec", **base, "kind": "PodExecOptions", "verbs": ["create", "get"]})
         subs.append({"name": "pods/portforward", **base, "kind": "PodPortForwardOptions", "verbs": ["create", "get"]})
+    if rt.kind == "ServiceAccount":
+        subs.append({"name": "serviceaccounts/token", **base, "group": TOKEN_REQUEST_GVK["group"],
+                     "version": TOKEN_REQUEST_GVK["version"], "kind": "TokenRequest", "verbs": ["create"]})
     return subs
 
 
@@ -316,6 +323,17 @@ def _build_document(key: str) -> dict[str, Any] | None:
                 "x-kubernetes-group-version-kind": [scale_gvk]})
             paths[coll + "/{name}/scale"] = {**_operations(rt, scale_gvk, scale_ref, True, suffix + "Scale"),
                                              "parameters": name_param + ns_param}
+        if rt.kind == "ServiceAccount":  # `kubectl create token`: a TokenRequest POSTed, answered
+            token_ref = f"#/components/schemas/{TOKEN_REQUEST_SCHEMA}"
+            schemas.setdefault(TOKEN_REQUEST_SCHEMA, {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                                      "x-kubernetes-group-version-kind": [TOKEN_REQUEST_GVK]})
+            paths[coll + "/{name}/token"] = {
+                "post": {"operationId": f"create{suffix}Token", "tags": [f"{group or 'core'}_{version}"],
+                         "parameters": list(_WRITE_PARAMS),
+                         "requestBody": {"content": {"*/*": {"schema": {"$ref": token_ref}}}, "required": True},
+                         "responses": _ok(token_ref), "x-kubernetes-action": "post",
+                         "x-kubernetes-group-version-kind": TOKEN_REQUEST_GVK},
+                "parameters": name_param + ns_param}
         if rt.namespaced:
             paths[f"{prefix}/{rt.plural}"] = {
                 "get": {"operationId": f"list{group_camel}{rt.kind}ForAllNamespaces", "tags": [f"{group or 'core'}_"

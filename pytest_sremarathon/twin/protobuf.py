@@ -33,7 +33,8 @@ _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 
 #: API groups whose protobuf package is named differently (``k8s.io.api.rbac.v1``)
 _GROUPS = {"core": "", "rbac": "rbac.authorization.k8s.io", "authorization": "authorization.k8s.io",
-           "scheduling": "scheduling.k8s.io", "networking": "networking.k8s.io"}
+           "authentication": "authentication.k8s.io", "scheduling": "scheduling.k8s.io",
+           "networking": "networking.k8s.io"}
 #: (apiVersion, kind) -> message name, for the kinds clients may send
 KINDS: dict[tuple[str, str], str] = {}
 for _name in MESSAGES:
@@ -55,6 +56,7 @@ _KEEP_ZERO = frozenset({
     # Jobs and CronJobs (pointers in Go: a zero backoffLimit or a false suspend is what was meant)
     "parallelism", "completions", "backoffLimit", "suspend", "ttlSecondsAfterFinished", "startingDeadlineSeconds",
     "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "manualSelector",
+    "expirationSeconds",  # a TokenRequest's (an explicit 0 is refused, not defaulted)
 })
 _GO_ZERO_TIME = -62135596800
 

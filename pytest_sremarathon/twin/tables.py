@@ -715,3 +715,12 @@ PRINTERS.update({
     "Ingress": (_cols(("Name",), ("Class",), ("Hosts",), ("Address",), ("Ports",), ("Age",)), _ingress),
     "IngressClass": (_cols(("Name",), ("Controller",), ("Parameters",), ("Age",)), _ingress_class),
 })
+
+
+def _service_account(obj: dict[str, Any], now: datetime) -> list[Any]:
+    """``printServiceAccount``: how many Secrets it lists (none since 1.24 makes them), its age."""
+    md = obj["metadata"]
+    return [md["name"], len(obj.get("secrets") or []), since(md.get("creationTimestamp"), now)]
+
+
+PRINTERS["ServiceAccount"] = (_cols(("Name",), ("Secrets",), ("Age",)), _service_account)
