@@ -137,10 +137,9 @@ def _bound_objects(store: Store, namespace: str, name: str, ref: Any) -> dict[st
         return {}
     if not isinstance(ref, dict):
         raise _bad_request("spec.boundObjectRef: expected an object")
-    kind, api_version = ref.get("kind", ""), ref.get("apiVersion", "")
-    if kind not in BINDABLE or api_version != "v1":
-        group = api_version.rpartition("/")[0] if "/" in api_version else ""
-        version = api_version.rpartition("/")[2]
+    kind, api_version = ref.get("kind", ""), str(ref.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    if kind not in BINDABLE or group:  # (the group and kind decide, as schema.FromAPIVersionAndKind reads them)
         raise _bad_request(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
     obj = store.get(kind, None if kind == "Node" else namespace, ref.get("name", ""))
     if obj is None:

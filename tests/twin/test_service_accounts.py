@@ -107,6 +107,9 @@ def test_create_token_for_a_missing_service_account_is_not_found(kc: Kubectl) ->
     assert short.returncode != 0
     assert 'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 300: ' \
            'may not specify a duration less than 10 minutes' in short.stderr
+    unbound = kc.run("create", "token", "default", "-n", "shop", "--bound-object-kind=Secret",
+                     "--bound-object-name=nope", check=False)
+    assert unbound.returncode != 0 and 'failed to create token: secrets "nope" not found' in unbound.stderr
 
 
 def test_a_new_namespace_gets_a_default_service_account(sim: Any, kc: Kubectl) -> None:
