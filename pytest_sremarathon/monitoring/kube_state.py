@@ -51,45 +51,14 @@ def kubelet_instance(node: str) -> str:
     return f"{node}:10250"
 
 
-def _object_key(obj: dict[str, Any]) -> str:
-    md = obj["metadata"]
-    return md.get("uid") or f"{md.get('namespace', '')}/{md['name']}"
-
-
-class _Listing:
-    """A kind's objects as last listed (list order), their resourceVersions, each one's samples
-    (refs and values), and all of them in one row: ``refs``, ``values`` and where each object's
-    start (``starts[i]``; ``starts[-1]`` is their length)."""
-
-    __slots__ = ("objs", "rvs", "hits", "starts", "refs", "values")
-
-    def __init__(self, objs: list[dict[str, Any]], rvs: list[str], hits: list[tuple[list[int], list[float]]]) -> None:
-        self.objs, self.rvs, self.hits = objs, rvs, hits
-        self.starts: list[int] = []
-        self.refs: list[int] = []
-        self.values: list[float] = []
-        self.columns()
-
-    def columns(self) -> None:
-        """The row again from the objects' samples (new lists)."""
-        refs: list[int] = []
-        values: list[float] = []
-        starts = [0]
-        for refs_of, values_of in self.hits:
-            refs.extend(refs_of)
-            values.extend(values_of)
-            starts.append(len(refs))
-        self.refs, self.values, self.starts = refs, values, starts
-
-
 class KubeState:
     """The kube-state-metrics and cAdvisor series of one cluster, appended each scrape."""
 
     def __init__(self, db: TSDB) -> None:
         self.db = db
-        # kind -> its objects as last listed and their samples (an object gone from the store is
-        # gone from here at the next listing of its kind)
-        self._listed: dict[str, _Listing] = {}
+        # kind -> uid -> (rv, refs, values): the objects of the kind's last listing (an object
+        # gone from the store is gone from here at the next listing of its kind)
+        self._cache: dict[str, dict[str, tuple[str, list[int], list[float]]]] = {}
         # kind -> (the store's version of the kind, refs, values, their block): a scrape while no
         # object of the kind moved appends the same row again, without looking at the objects
         self._kinds: dict[str, tuple[int, list[int], list[float], Block]] = {}
@@ -128,81 +97,27 @@ class KubeState:
         self._collect_usage(t, usage)
 
     def _objects(self, kind: str, fn: Callable[[dict[str, Any]], Samples], store: Store) -> tuple[list[int], list[float]]:
-        """The samples of every object of ``kind`` in list order, each object's computed once
-        per resourceVersion.
-
-        While the kind lists as many objects as last time, an object is the one listed at its
-        position then, at the same version, when it is the same dict with the same
-        resourceVersion (the last listing holds those dicts, so no other object can be at the
-        same address; every write gives the object a new resourceVersion): only the positions
-        where either differs (a few pods a tick, of about a hundred) are computed and patched
-        into the kind's columns. Otherwise (an object came or went) each object's samples are
-        looked up by uid and resourceVersion."""
-        objs = store.list(kind)
-        rvs = [str(obj["metadata"].get("resourceVersion", "")) for obj in objs]
-        last = self._listed.get(kind)
-        if last is not None and len(objs) == len(last.objs):
-            moved = [i for i, (obj, rv, before, rv_before) in enumerate(zip(objs, rvs, last.objs, last.rvs))
-                     if rv != rv_before or obj is not before]
-            self._patch(last, moved, objs, rvs, fn)
-        else:
-            last = self._listed[kind] = self._list(fn, objs, rvs, last)
-        if len(self._refs) > 64 * sum(len(listed.objs) for listed in self._listed.values()) + 4096:
-            # the refs of objects long gone
-            live = {r for listed in self._listed.values() for refs_of, _ in listed.hits for r in refs_of}
-            self._refs = {k: r for k, r in self._refs.items() if r in live}
-        return last.refs, last.values
-
-    @staticmethod
-    def _list(fn: Callable[[dict[str, Any]], Samples], objs: list[dict[str, Any]], rvs: list[str],
-              last: Optional[_Listing]) -> _Listing:
-        """A new listing of ``objs``: each object's samples are the last listing's while its
-        uid (or namespace/name) and resourceVersion are the same."""
-        cache: dict[str, tuple[str, tuple[list[int], list[float]]]] = {}
-        if last is not None:
-            for obj, rv, hit in zip(last.objs, last.rvs, last.hits):
-                cache[_object_key(obj)] = (rv, hit)
-        hits: list[tuple[list[int], list[float]]] = []
-        for obj, rv in zip(objs, rvs):
-            got = cache.get(_object_key(obj))
-            if got is not None and got[0] == rv:
-                hits.append(got[1])
-            else:
+        """The samples of every object of ``kind``, each computed once per resourceVersion."""
+        refs: list[int] = []
+        values: list[float] = []
+        cache = self._cache.get(kind) or {}
+        listed: dict[str, tuple[str, list[int], list[float]]] = {}  # the kind's cache from now on: the objects listed
+        for obj in store.list(kind):
+            md = obj["metadata"]
+            key = md.get("uid") or f"{md.get('namespace', '')}/{md['name']}"
+            rv = str(md.get("resourceVersion", ""))
+            hit = cache.get(key)
+            if hit is None or hit[0] != rv:
                 samples = fn(obj)
-                hits.append(([r for r, _ in samples], [v for _, v in samples]))
-        return _Listing(objs, rvs, hits)
-
-    @staticmethod
-    def _patch(listing: _Listing, moved: list[int], objs: list[dict[str, Any]], rvs: list[str],
-               fn: Callable[[dict[str, Any]], Samples]) -> None:
-        """Compute the samples of the objects at ``moved`` (positions in list order) and put them
-        into ``listing``. The refs list is replaced, never changed in place, when a ref changes
-        (a Block takes an unchanged list by identity); the values list is changed in place (a
-        Block copies its values at each append)."""
-        if not moved:
-            listing.objs = objs
-            return
-        hits, starts = listing.hits, listing.starts
-        refs = listing.refs
-        resized = False
-        for i in moved:
-            samples = fn(objs[i])
-            hit = ([r for r, _ in samples], [v for _, v in samples])
-            if len(hit[0]) != len(hits[i][0]):
-                resized = True
-            elif not resized:
-                lo, hi = starts[i], starts[i + 1]
-                if hit[0] != hits[i][0]:
-                    if refs is listing.refs:
-                        refs = refs[:]
-                    refs[lo:hi] = hit[0]
-                listing.values[lo:hi] = hit[1]
-            hits[i] = hit
-        listing.objs, listing.rvs = objs, rvs
-        if resized:
-            listing.columns()
-        else:
-            listing.refs = refs
+                hit = (rv, [r for r, _ in samples], [v for _, v in samples])
+            listed[key] = hit
+            refs.extend(hit[1])
+            values.extend(hit[2])
+        self._cache[kind] = listed
+        if len(self._refs) > 64 * sum(map(len, self._cache.values())) + 4096:  # the refs of objects long gone
+            live = {r for of_kind in self._cache.values() for _, refs_of, _ in of_kind.values() for r in refs_of}
+            self._refs = {k: r for k, r in self._refs.items() if r in live}
+        return refs, values
 
     def _collect_usage(self, t: float, usage: Iterable[ContainerUsage]) -> None:
         rows = usage if isinstance(usage, list) else list(usage)
