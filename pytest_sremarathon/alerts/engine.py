@@ -59,12 +59,14 @@ class AlertEngine:
     _pods: Optional[list[tuple[str, str, dict[str, Any]]]] = None  # the apps' pods, during one evaluate
     # The last snapshot of the apps' pods (taken at the first pod rule of an evaluate): its number,
     # each pod's (namespace, name) in list order and resourceVersion, and, during the evaluate,
-    # the positions whose resourceVersion moved since the snapshot before (None: the pods
-    # themselves changed — one came, went or has no resourceVersion)
+    # how it differs from the snapshot before: while the same pods list, the positions whose
+    # resourceVersion moved (else None); once one came or went, for each position the one the
+    # same pod at the same resourceVersion had then, or -1 (else None)
     _snapshot: int = 0
     _pod_keys: list[tuple[str, str]] = field(default_factory=list)
     _pod_rvs: list[Optional[str]] = field(default_factory=list)
     _moved: Optional[list[int]] = None
+    _sources: Optional[list[int]] = None
 
     def _new_id(self) -> str:
         self._counter += 1
@@ -133,7 +135,9 @@ class AlertEngine:
         (``Store.touch``/``replace``/``create``): so while the same pods are listed in the same
         order, only those whose resourceVersion moved since the snapshot the rule's last matches
         were computed at are evaluated again — a few a tick, of about a hundred — and the
-        matches stand as they were unless one of those had or has any."""
+        matches stand as they were unless one of those had or has any. When pods came or went
+        (a rollout, a rescheduled pod: about every other tick), a pod at the same
+        resourceVersion keeps its last matches wherever it lists now."""
         assert rule.each_pod is not None
         if self._pods is None:
             self._take_snapshot(cluster, apps)
@@ -153,6 +157,13 @@ class AlertEngine:
                 per[i] = now
             if dirty:
                 found = [m for of_pod in per for m in of_pod]
+        elif last is not None and last[0] == self._snapshot - 1 and self._sources is not None:
+            before = last[1]
+            per = [before[i] if i >= 0 else
+                   [((name, tuple(sorted(labels.items()))), labels, summary, description)
+                    for labels, summary, description in each_pod(ns, svc, pod)]
+                   for i, (ns, svc, pod) in zip(self._sources, self._pods)]
+            found = [m for of_pod in per for m in of_pod]
         else:
             per = [[((name, tuple(sorted(labels.items()))), labels, summary, description)
                     for labels, summary, description in each_pod(ns, svc, pod)]
@@ -166,10 +177,16 @@ class AlertEngine:
         pods = self._pods = list(app_pods(cluster, apps))
         keys = [(ns, pod["metadata"]["name"]) for ns, _svc, pod in pods]
         rvs: list[Optional[str]] = [pod["metadata"].get("resourceVersion") for _ns, _svc, pod in pods]
+        self._moved = self._sources = None
         if keys == self._pod_keys and None not in rvs:
             self._moved = [i for i, (rv, before) in enumerate(zip(rvs, self._pod_rvs)) if rv != before]
-        else:
-            self._moved = None
+        elif self._snapshot:
+            at = {key: i for i, key in enumerate(self._pod_keys)}
+            rvs_before = self._pod_rvs
+            sources = self._sources = []
+            for key, rv in zip(keys, rvs):
+                i = at.get(key, -1)
+                sources.append(i if i >= 0 and rv is not None and rvs_before[i] == rv else -1)
         self._pod_keys, self._pod_rvs = keys, rvs
         self._snapshot += 1
 
