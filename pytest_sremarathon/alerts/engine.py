@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..cluster import Cluster
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
+Match = tuple[Key, dict[str, str], str, str]  # a rule's match: its key, labels, summary, description
 
 
 @dataclass
@@ -52,10 +53,20 @@ class AlertEngine:
     # rule name -> (what its matches were computed from, the matches with their keys): see Rule.reads
     _matched: dict[str, tuple[tuple[Any, ...], list[tuple[Key, dict[str, str], str, str]]]] = \
         field(default_factory=dict)
-    # rule name -> (namespace, pod name) -> (the pod's resourceVersion, its matches): see Rule.each_pod
-    _per_pod: dict[str, dict[tuple[str, str], tuple[Optional[str], list[tuple[Key, dict[str, str], str, str]]]]] = \
-        field(default_factory=dict)
+    # rule name -> (the pod snapshot it was computed at, each pod's matches in list order, all
+    # of them in that order): see Rule.each_pod and _pod_matches
+    _per_pod: dict[str, tuple[int, list[list[Match]], list[Match]]] = field(default_factory=dict)
     _pods: Optional[list[tuple[str, str, dict[str, Any]]]] = None  # the apps' pods, during one evaluate
+    # The last snapshot of the apps' pods (taken at the first pod rule of an evaluate): its number,
+    # each pod's (namespace, name) in list order and resourceVersion, and, during the evaluate,
+    # how it differs from the snapshot before: while the same pods list, the positions whose
+    # resourceVersion moved (else None); once one came or went, for each position the one the
+    # same pod at the same resourceVersion had then, or -1 (else None)
+    _snapshot: int = 0
+    _pod_keys: list[tuple[str, str]] = field(default_factory=list)
+    _pod_rvs: list[Optional[str]] = field(default_factory=list)
+    _moved: Optional[list[int]] = None
+    _sources: Optional[list[int]] = None
 
     def _new_id(self) -> str:
         self._counter += 1
@@ -117,30 +128,67 @@ class AlertEngine:
             self._matched[rule.name] = (inputs, found)
         return found
 
-    def _pod_matches(self, rule: Rule, cluster: Cluster,
-                     apps: dict[str, AppSpec]) -> list[tuple[Key, dict[str, str], str, str]]:
+    def _pod_matches(self, rule: Rule, cluster: Cluster, apps: dict[str, AppSpec]) -> list[Match]:
         """A pod rule's matches: every pod's own, in list order (as ``rule.evaluate`` gives them).
-        A pod's are its last ones while its resourceVersion has not moved: the rule reads the pod
-        alone (its namespace and its service are its key and its labels), and every change to a
-        stored object gives it a new resourceVersion (``Store.touch``/``replace``/``create``)."""
+        The rule reads the pod alone (its namespace and its service are its key and its labels),
+        and every change to a stored object gives it a new resourceVersion
+        (``Store.touch``/``replace``/``create``): so while the same pods are listed in the same
+        order, only those whose resourceVersion moved since the snapshot the rule's last matches
+        were computed at are evaluated again — a few a tick, of about a hundred — and the
+        matches stand as they were unless one of those had or has any. When pods came or went
+        (a rollout, a rescheduled pod: about every other tick), a pod at the same
+        resourceVersion keeps its last matches wherever it lists now."""
         assert rule.each_pod is not None
         if self._pods is None:
-            self._pods = list(app_pods(cluster, apps))
-        last = self._per_pod.get(rule.name, {})
-        kept: dict[tuple[str, str], tuple[Optional[str], list[tuple[Key, dict[str, str], str, str]]]] = {}
-        found: list[tuple[Key, dict[str, str], str, str]] = []
-        for ns, svc, pod in self._pods:
-            md = pod["metadata"]
-            at = (ns, md["name"])
-            rv = md.get("resourceVersion")
-            entry = last.get(at)
-            if entry is None or rv is None or entry[0] != rv:
-                entry = (rv, [((rule.name, tuple(sorted(labels.items()))), labels, summary, description)
-                              for labels, summary, description in rule.each_pod(ns, svc, pod)])
-            kept[at] = entry
-            found.extend(entry[1])
-        self._per_pod[rule.name] = kept  # (pods gone since are dropped)
+            self._take_snapshot(cluster, apps)
+        assert self._pods is not None
+        last = self._per_pod.get(rule.name)
+        name, each_pod = rule.name, rule.each_pod
+        if last is not None and last[0] == self._snapshot - 1 and self._moved is not None:
+            _, per, found = last
+            pods = self._pods
+            dirty = False
+            for i in self._moved:
+                ns, svc, pod = pods[i]
+                now = [((name, tuple(sorted(labels.items()))), labels, summary, description)
+                       for labels, summary, description in each_pod(ns, svc, pod)]
+                if now or per[i]:
+                    dirty = True
+                per[i] = now
+            if dirty:
+                found = [m for of_pod in per for m in of_pod]
+        elif last is not None and last[0] == self._snapshot - 1 and self._sources is not None:
+            before = last[1]
+            per = [before[i] if i >= 0 else
+                   [((name, tuple(sorted(labels.items()))), labels, summary, description)
+                    for labels, summary, description in each_pod(ns, svc, pod)]
+                   for i, (ns, svc, pod) in zip(self._sources, self._pods)]
+            found = [m for of_pod in per for m in of_pod]
+        else:
+            per = [[((name, tuple(sorted(labels.items()))), labels, summary, description)
+                    for labels, summary, description in each_pod(ns, svc, pod)]
+                   for ns, svc, pod in self._pods]
+            found = [m for of_pod in per for m in of_pod]
+        self._per_pod[name] = (self._snapshot, per, found)
         return found
+
+    def _take_snapshot(self, cluster: Cluster, apps: dict[str, AppSpec]) -> None:
+        """List the apps' pods for this evaluate and note which moved since the last snapshot."""
+        pods = self._pods = list(app_pods(cluster, apps))
+        keys = [(ns, pod["metadata"]["name"]) for ns, _svc, pod in pods]
+        rvs: list[Optional[str]] = [pod["metadata"].get("resourceVersion") for _ns, _svc, pod in pods]
+        self._moved = self._sources = None
+        if keys == self._pod_keys and None not in rvs:
+            self._moved = [i for i, (rv, before) in enumerate(zip(rvs, self._pod_rvs)) if rv != before]
+        elif self._snapshot:
+            at = {key: i for i, key in enumerate(self._pod_keys)}
+            rvs_before = self._pod_rvs
+            sources = self._sources = []
+            for key, rv in zip(keys, rvs):
+                i = at.get(key, -1)
+                sources.append(i if i >= 0 and rv is not None and rvs_before[i] == rv else -1)
+        self._pod_keys, self._pod_rvs = keys, rvs
+        self._snapshot += 1
 
     # -- the Prometheus view -------------------------------------------------------------------
     def rule_groups(self) -> list[RuleGroup]:

@@ -81,6 +81,7 @@ def _edges() -> tuple[list[float], list[float]]:
 
 
 BIN_UPPER, BIN_LOWER = _edges()
+_log = math.log
 LAST_BIN = len(BIN_UPPER) - 1
 
 Entries = tuple[tuple[float, float], ...]  # (latency ms, weight) of a cell's samples
@@ -97,6 +98,11 @@ class _Tick(NamedTuple):
     errors: int
     w: float
     cells: dict[tuple[str, str], tuple[float, int, Entries]]
+
+
+# _Tick(...) without the generated __new__'s Python frame (a few thousand ticks a minute):
+# ``_new_tick(_Tick, (tick, n, errors, w, cells))`` is the same tuple.
+_new_tick = tuple.__new__
 
 
 class _Endpoint:
@@ -183,7 +189,13 @@ class _Endpoint:
             if n_o < CHANGE_MIN_OLDER:
                 break
             p_o = (self.errors - e_r + 0.5) / (n_o + 1.0)
-            evidence = n_r * _kl(e_r / n_r, p_o)
+            a = e_r / n_r  # _kl(a, p_o), inline (the same operations)
+            kl = 0.0
+            if a > 0.0:
+                kl += a * _log(a / p_o)
+            if a < 1.0:
+                kl += (1.0 - a) * _log((1.0 - a) / (1.0 - p_o))
+            evidence = n_r * kl
             if evidence > best:
                 best, keep = evidence, j
         while keep and len(ring) > keep:
@@ -297,7 +309,7 @@ class CountModel:
         # (namespace, service) -> the services that (transitively) call it, and the pods each
         # service routed to last tick: a change there is a known change point for the callers.
         self._callers = {key: tuple(names) for key, names in (callers or {}).items()}
-        self._routed: dict[tuple[str, str], frozenset[str]] = {}
+        self._routed: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def reset(self) -> None:
         """Forget every window (the routing shares stay): estimates start again from the next
@@ -314,8 +326,7 @@ class CountModel:
         pods its samples reached)."""
         self._tick += 1
         tick = self._tick
-        ticks, pods_by_ep = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples),
-                                    pod_of or _pod_name)
+        ticks, pods_by_ep = _ingest(tick, samples if isinstance(samples, dict) else group_samples(samples), pod_of)
         endpoints = self._endpoints
         oldest = tick - WINDOW
         for window in endpoints.values():
@@ -431,12 +442,14 @@ class CountModel:
         as soon as it rolls out, and a failure that persists shows again from the next samples.
         The service's own failures need nothing of this: its shares come from the pods serving
         now."""
-        routed = {key: frozenset(pods) for key, pods in routable.items()}
+        routed = {key: tuple(pods) for key, pods in routable.items()}
         previous, self._routed = self._routed, routed
         if not previous:
             return
         for key in previous.keys() | routed.keys():
-            if previous.get(key) == routed.get(key):
+            before, now = previous.get(key), routed.get(key)
+            # The same pods: the same list (nearly every service, every tick), else the same set.
+            if before == now or (before is not None and now is not None and frozenset(before) == frozenset(now)):
                 continue
             ns = key[0]
             for caller in self._callers.get(key, ()):
@@ -459,11 +472,12 @@ class CountModel:
         return _normalised(acc)
 
 
-def _ingest(tick: int, groups: Groups, name_of: Callable[[Any], str]) -> tuple[
+def _ingest(tick: int, groups: Groups, name_of: Optional[Callable[[Any], str]]) -> tuple[
         dict[tuple[str, str, str], _Tick], dict[tuple[str, str, str], dict[str, float]]]:
     """A tick's log per (service, endpoint) and (pod, code), and each pod's expected requests
     per (service, endpoint): a call's weight split evenly over the pods it chose among (the
-    Rao-Blackwellised routing). One pass over the log; the sums are taken in the log's order."""
+    Rao-Blackwellised routing). One pass over the log; the sums are taken in the log's order.
+    ``name_of(member)`` names a pool member's pod (None: ``str(member.pod_name)``, inline)."""
     # (ns, svc, ep) -> ({(pod, code): [weight, samples, {ms: weight}]}, {id(pool): [pool, weight, pod]})
     per_ep: dict[tuple[str, str, str], tuple[dict[tuple[str, str], list[Any]], dict[int, list[Any]]]] = {}
     for (ns, svc, ep, pod, code, pk), (pool, w, n, lat) in groups.items():
@@ -500,7 +514,7 @@ def _ingest(tick: int, groups: Groups, name_of: Callable[[Any], str]) -> tuple[
                 errors += n
             if pc[0] != NO_POD:
                 w_pods += w
-        ticks[key] = _Tick(tick, n_all, errors, w_pods, per)
+        ticks[key] = _new_tick(_Tick, (tick, n_all, errors, w_pods, per))
         pods: dict[str, float] = {}
         for pk, (pool, w, pod) in volume.items():
             if pool is None:
@@ -509,7 +523,8 @@ def _ingest(tick: int, groups: Groups, name_of: Callable[[Any], str]) -> tuple[
             share = w / len(pool)
             names = pool_names.get(pk)
             if names is None:
-                names = pool_names[pk] = [name_of(c) for c in pool]
+                names = pool_names[pk] = [str(c.pod_name) for c in pool] if name_of is None \
+                    else [name_of(c) for c in pool]
             for name in names:
                 pods[name] = pods.get(name, 0.0) + share
         pods_by_ep[key] = pods
@@ -523,8 +538,12 @@ def _route(window: _Endpoint, pods: dict[str, float], names: list[str]) -> list[
     (:data:`ROUTING_DECAY` a tick; a new pod starts at an even share) stands for how the calls
     spread, so two pods of a one-sample-a-tick service each count about half the calls in
     every scrape. Calls that reached no pod stay as they are (first: "" sorts first)."""
-    out = [(NO_POD, pods[NO_POD])] if NO_POD in pods else []
-    total = sum(v for p, v in pods.items() if p != NO_POD)
+    if NO_POD in pods:
+        out = [(NO_POD, pods[NO_POD])]
+        total = sum(v for p, v in pods.items() if p != NO_POD)
+    else:  # (most: the same additions in the same order, in one C call)
+        out = []
+        total = sum(pods.values())
     if not names or total <= 0:
         return out
     old = window.routing
@@ -605,10 +624,6 @@ def _window_shares(sums: dict[tuple[str, str], list[float]], service: dict[str, 
             own[0][code] = w
             by_pod[pod] = (own[0], own[1] + k)
     return _shrunk(_normalised(weights), n, service, K_ENDPOINT), by_pod
-
-
-def _pod_name(c: Any) -> str:
-    return str(c.pod_name)
 
 
 def _normalised(weights: dict[str, float]) -> dict[str, float]:
