@@ -11,6 +11,7 @@ where it originated — so symptoms appear upstream of the cause, as in producti
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -98,6 +99,25 @@ class _Endpoint:
             self.by_zone.setdefault(c.zone, []).append(c)
 
 
+@dataclass
+class _Kept:
+    """A Service's _Endpoint as prepare() made it, with what it was made from: the Endpoints'
+    resourceVersion, the container serving each address's pod uid (None: none) and the states
+    of those that served."""
+
+    version: Optional[str]
+    endpoint: _Endpoint
+    members: list[tuple[str, Optional[Container]]]
+    states: list[str]
+
+    def serving(self, by_uid: dict[str, Container]) -> bool:
+        """Do the same container objects serve the addresses, in the same states?"""
+        for uid, c in self.members:
+            if by_uid.get(uid) is not c:
+                return False
+        return [c.state for c in self.endpoint.containers] == self.states
+
+
 def _getrandbits_of(rng: random.Random) -> Optional[Callable[[int], int]]:
     """``rng.getrandbits`` when ``rng.choice(seq)`` is exactly ``seq[r]`` with ``r`` drawn by
     ``Random._randbelow_with_getrandbits(len(seq))`` (a plain ``random.Random``), so that the
@@ -107,6 +127,17 @@ def _getrandbits_of(rng: random.Random) -> Optional[Callable[[int], int]]:
             getattr(cls, "_randbelow", None) is random.Random._randbelow_with_getrandbits:  # type: ignore[attr-defined]
         return rng.getrandbits
     return None
+
+
+def _no_log(_line: str) -> None:
+    """The load balancer's logger: it logs nothing."""
+
+
+# ``float`` of a caller's REQUEST_TIMEOUT_MS setting, parsed once per distinct value (a call
+# reads the setting on every call, as a rotation applies at once; parsing it cost more than the
+# rest of ``call``). A bad value raises ValueError every time, as float() does: errors are not
+# cached.
+_timeout_ms = functools.lru_cache(maxsize=256)(float)
 
 
 def _contention(rho: float) -> float:
@@ -125,6 +156,7 @@ class TrafficEngine:
         self.kubelet: Optional[Kubelet] = None
         self._stack: list[_Frame] = []
         self._endpoints: dict[tuple[str, str], _Endpoint] = {}
+        self._kept: dict[tuple[str, str], _Kept] = {}  # prepare()'s memo of each Service's _Endpoint
         self._slowdown: dict[str, float] = {}  # pod uid -> CPU slowdown factor
         self._shed: dict[str, float] = {}  # pod uid -> share of requests beyond its CPU limit
         self._mean_work: dict[str, float] = {}  # pod uid -> CPU ms per request served last tick
@@ -157,20 +189,45 @@ class TrafficEngine:
         assert self.kubelet is not None
         self._now = now
         self._use_rng(rng)
-        self._endpoints.clear()
         self._tracebacks.clear()
         self.policies.prepare(self.kubelet.containers)
         by_uid = self.kubelet.containers
+        # A Service's _Endpoint is a function of its Endpoints object (its resourceVersion), of
+        # the container object serving each pod uid the addresses name and of their states (a
+        # container's zone is fixed when it is made), and of the port check (_port_ok, asked
+        # every tick): last tick's is kept while none of these moved.
+        last = self._kept
+        kept: dict[tuple[str, str], _Kept] = {}
+        endpoints: dict[tuple[str, str], _Endpoint] = {}
         for svc in self.store.list("Service"):
-            ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+            md = svc["metadata"]
+            key = ns, name = md["namespace"], md["name"]
             ep = self.store.get("Endpoints", ns, name)
-            ready: list[Container] = []
-            for subset in (ep or {}).get("subsets") or []:
-                for addr in subset.get("addresses") or []:
-                    c = by_uid.get(addr.get("targetRef", {}).get("uid", ""))
-                    if c is not None:
-                        ready.append(c)
-            self._endpoints[(ns, name)] = _Endpoint(ready, self._port_ok(svc, ready))
+            version = ep["metadata"]["resourceVersion"] if ep is not None else None
+            before = last.get(key)
+            if before is not None and before.version == version and before.serving(by_uid):
+                ready = before.endpoint.containers
+            else:
+                before = None
+                uids, ready = [], []
+                for subset in (ep or {}).get("subsets") or []:
+                    for addr in subset.get("addresses") or []:
+                        uid = addr.get("targetRef", {}).get("uid", "")
+                        uids.append(uid)
+                        c = by_uid.get(uid)
+                        if c is not None:
+                            ready.append(c)
+            port_ok = self._port_ok(svc, ready)
+            if before is not None and port_ok == before.endpoint.port_ok:
+                endpoint = before.endpoint
+            else:
+                endpoint = _Endpoint(ready, port_ok)
+                before = _Kept(version, endpoint, [(u, by_uid.get(u)) for u in uids] if before is None else
+                               before.members, [c.state for c in ready])
+            kept[key] = before
+            endpoints[key] = endpoint
+        self._kept = kept
+        self._endpoints = endpoints
         node_load: defaultdict[str, float] = defaultdict(float)
         for c in by_uid.values():
             node_load[c.node] += c.cpu_millicores
@@ -240,29 +297,40 @@ class TrafficEngine:
         self._pod_requests.clear()
         self.samples = {}
         tracer = self.tracer
+        rng = self._rng  # (only an aside swaps it, never while the tick's traffic runs)
         for ns, app in self.apps.items():
             rps = rps_of(app)
             if rps <= 0:
                 continue
             zones = sorted(set(self.network.node_zone.values())) or ["zone-a"]
-            plan = app.traffic.plan(SAMPLES_PER_TICK)
+            traffic = app.traffic
+            entry = traffic.entry
+            plan = traffic.plan(SAMPLES_PER_TICK)
             if tracer is not None:
                 assert self._now is not None
                 tracer.tick(self._now, dt, sum(n for _, n, _ in plan))
+            # The load balancer's side of each request, one per zone it enters by: _call reads
+            # only its app, service, pod and zone, and nothing keeps it, so the tick's requests
+            # through one zone share it.
+            balancers: dict[str, Context] = {}
             for mix, n, share in plan:
                 self.weight = rps * share * dt / n
+                endpoint = mix.endpoint
                 for _ in range(n):
-                    params = app.traffic.params(mix, self._rng)
-                    ingress = Context(app=ns, service=INGRESS, pod=INGRESS, zone=self._rng.choice(zones),
-                                      config_data={}, router=self, logger=lambda _line: None)
+                    params = traffic.params(mix, rng)
+                    zone = rng.choice(zones)
+                    ingress = balancers.get(zone)
+                    if ingress is None:
+                        ingress = balancers[zone] = Context(app=ns, service=INGRESS, pod=INGRESS, zone=zone,
+                                                            config_data={}, router=self, logger=_no_log)
                     self._stack = [_Frame(None)]
                     if tracer is not None:
                         self._trace = tracer.next()
                     try:
-                        self._call(ingress, app.traffic.entry, mix.endpoint, params, INGRESS_TIMEOUT_MS)
+                        self._call(ingress, entry, endpoint, params, INGRESS_TIMEOUT_MS)
                     except ServiceError as exc:
                         if self._trace is not None and not self._trace.raw:  # the entry Service reached no pod
-                            self._trace.client_error(1, None, ns, app.traffic.entry, mix.endpoint, 0.0,
+                            self._trace.client_error(1, None, ns, entry, endpoint, 0.0,
                                                      self._stack[0].downstream_ms, exc.status, str(exc))
         self._trace = None
         assert self.kubelet is not None
@@ -281,7 +349,7 @@ class TrafficEngine:
             self._stack[-1].work_ms += ms
 
     def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict:
-        timeout = float(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
+        timeout = _timeout_ms(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
         if self._trace is not None:
             return self._traced(lambda: self._call(ctx, service, endpoint, payload, timeout), ctx, ctx.app, service,
                                 endpoint)
