@@ -35,11 +35,14 @@ class PolicyNetwork(PolicyEvaluator):
         inputs = self.store.kind_version("NetworkPolicy", "Namespace", "Service")
         stale = inputs != self._inputs
         peers: dict[str, Peer] = {}
+        known = self._uid_peers
         for uid, c in containers.items():
             peer = self.peer(c.namespace, c.pod_name)
             if peer is not None:
                 peers[uid] = peer
-                stale = stale or self._uid_peers.get(uid, peer) != peer
+                if not stale:  # (peer() gives the same Peer while the pod is unchanged: ``is`` answers most)
+                    before = known.get(uid)
+                    stale = before is not None and before is not peer and before != peer
         if stale or len(self.pairs) > 65536:
             self.pairs.clear()
         self._uid_peers, self._inputs = peers, inputs
