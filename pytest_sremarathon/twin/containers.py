@@ -199,10 +199,11 @@ def _expand(value: str, known: Mapping[str, str]) -> str:
 
 
 def compose_env(store: Store, pod: dict[str, Any], spec: dict[str, Any], image: Image,
-                allocatable: Mapping[str, str]) -> list[EnvVar]:
+                allocatable: Mapping[str, str], links: Optional[Mapping[str, str]] = None) -> list[EnvVar]:
     """The container's process environment, in the order ``env`` shows it: the image's (PATH
     first), HOSTNAME, ``envFrom`` then ``env`` (later definitions win, keeping the first one's
-    place), the Service link variables, HOME."""
+    place), the Service link variables (``links``: :func:`service_env`'s, made here when not
+    given), HOME."""
     ns = pod["metadata"]["namespace"]
     out: dict[str, EnvVar] = {k: EnvVar(k, v) for k, v in image.env}
     out["HOSTNAME"] = EnvVar("HOSTNAME", hostname_of(pod))
@@ -220,7 +221,8 @@ def compose_env(store: Store, pod: dict[str, Any], spec: dict[str, Any], image: 
         for key in sorted(values):
             if _ENV_NAME.match(prefix + key):
                 mine[prefix + key] = EnvVar(prefix + key, _text(values[key]), secret)
-    links = service_env(store, ns, bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
+    if links is None:
+        links = service_env(store, ns, bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
     for env in spec.get("env") or []:
         name = env.get("name")
         if not name:
@@ -580,6 +582,10 @@ class Runtime:
         # What answers for Services no pod backs (the monitoring namespace's Prometheus): the
         # API server's service proxy, set by the backend.
         self.services: Optional[ServiceProxy] = None
+        # service_env per (namespace, enableServiceLinks), with the versions of the Services it
+        # was made from (the namespace's and default's, where the API server's is): every
+        # container start reads it, and the Services rarely change.
+        self._links: dict[tuple[str, bool], tuple[tuple[int, int], dict[str, str]]] = {}
 
     # -- images --------------------------------------------------------------------------------
     def image_of(self, c: Optional[Container], ref: str) -> Image:
@@ -604,7 +610,20 @@ class Runtime:
         return images.utility_image(image) is not None
 
     def started(self, pod: dict[str, Any], spec: dict[str, Any], c: Container) -> None:
-        c.env = compose_env(self.store, pod, spec, self.image_of(c, c.image), self._allocatable(c))
+        links = self._service_links(pod["metadata"]["namespace"],
+                                    bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
+        c.env = compose_env(self.store, pod, spec, self.image_of(c, c.image), self._allocatable(c), links)
+
+    def _service_links(self, namespace: str, enabled: bool) -> dict[str, str]:
+        """:func:`service_env`, made again only when a Service of the namespace or of
+        ``default`` changed (the dict is shared: compose_env only reads it)."""
+        versions = (self.store.namespace_version(namespace, "Service")[0],
+                    self.store.namespace_version("default", "Service")[0])
+        key = (namespace, enabled)
+        kept = self._links.get(key)
+        if kept is None or kept[0] != versions:
+            kept = self._links[key] = (versions, service_env(self.store, namespace, enabled))
+        return kept[1]
 
     def start_main(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         image = self.image_of(c, c.image)

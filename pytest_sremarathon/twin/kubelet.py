@@ -93,6 +93,9 @@ class Container:
     # The pod's probes as _probe reads them every pass (_ProbePlan): a pure function of the pod's
     # spec, so kept while the pod's resourceVersion stays the same (every tick, mostly).
     probe_plan: Optional[_ProbePlan] = None
+    # What _measure_memory worked out of the module's globals at its last look (_RetainingGlobals):
+    # which of them count, kept while the globals' names and their values' types stay the same.
+    retaining: Optional[_RetainingGlobals] = None
 
     def log(self, t: datetime, line: str) -> None:
         for part in line.splitlines() or [""]:
@@ -114,6 +117,7 @@ class _ProbePlan:
     readiness_http: bool
     timeout_ms: float
     period: Any  # max(1, periodSeconds), what a pass's probe weight divides dt by
+    memory_limit: int  # resources.limits.memory in bytes (0: none), what _check_memory compares with
     targets: dict[str, tuple[bool, str]] = field(default_factory=dict)  # "liveness"/"readiness" -> reached?
 
 
@@ -126,7 +130,24 @@ def _probe_plan(rv: str, spec: dict[str, Any]) -> _ProbePlan:
         readiness, readiness.get("initialDelaySeconds", 0) if readiness else 0,
         readiness is not None and "httpGet" in readiness,
         1000.0 * readiness.get("timeoutSeconds", 1) if readiness else 0.0,
-        max(1, readiness.get("periodSeconds", 10)) if readiness else 1)
+        max(1, readiness.get("periodSeconds", 10)) if readiness else 1,
+        _memory_limit(spec))
+
+
+def _memory_limit(spec: dict[str, Any]) -> int:
+    return memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
+
+
+@dataclass
+class _RetainingGlobals:
+    """Which globals of a container's module count toward its memory (_measure_memory): those
+    holding one of RETAINING, not named like ``__builtins__``. Which ones they are follows from
+    the globals' names and their values' types alone, so it is worked out again only when
+    either moved: a global bound, rebound to a value of another type, or deleted."""
+
+    names: tuple[str, ...]  # the module's globals, in its dict's order …
+    kinds: tuple[type, ...]  # … and the types of their values
+    counted: tuple[str, ...]  # the names whose values count (their len(), measured every pass)
 
 
 def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> tuple[bool, str]:
@@ -560,7 +581,9 @@ class Kubelet:
 
     def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         c.memory = self._measure_memory(c)
-        limit = memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
+        plan = c.probe_plan  # _probe read this version of the pod's spec just before
+        limit = plan.memory_limit if plan is not None and plan.rv == pod["metadata"]["resourceVersion"] \
+            else _memory_limit(spec)
         if limit and c.memory > limit:
             c.log(now, f"fatal error: runtime: out of memory (rss {c.memory // 2**20}Mi, limit {limit // 2**20}Mi)")
             self._crash(pod, c, now, "", "OOMKilled", 137)
@@ -577,12 +600,18 @@ class Kubelet:
             return 0
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
-        for name, value in vars(c.module).items():
-            kind = type(value)
-            if kind in _PLAIN_GLOBALS:
-                continue
-            if isinstance(value, RETAINING) and not name.startswith("__"):
-                retained += len(value)
+        module_globals = vars(c.module)
+        # The names and the types are read in C; the globals that count are looked for again
+        # (in Python, global by global) only when one of them moved since the last pass.
+        names = tuple(module_globals)
+        kinds = tuple(map(type, module_globals.values()))
+        known = c.retaining
+        if known is None or known.kinds != kinds or known.names != names:
+            known = c.retaining = _RetainingGlobals(names, kinds, tuple(
+                name for name, value in module_globals.items()
+                if type(value) not in _PLAIN_GLOBALS and isinstance(value, RETAINING) and not name.startswith("__")))
+        for name in known.counted:
+            retained += len(module_globals[name])
         return base + retained * RETAINED_ENTRY_BYTES
 
     # -- disk pressure ---------------------------------------------------------------------
