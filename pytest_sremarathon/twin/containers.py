@@ -57,7 +57,7 @@ from ..exec.shell import BufIn, BufOut
 from ..k8s.objects import pod_is_active
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store
-from ..runtime.code import ArtifactStore
+from ..runtime.code import Artifact, ArtifactStore
 from ..serving.http import Request, ServiceProxy
 from . import images
 from .images import Image
@@ -586,16 +586,23 @@ class Runtime:
         # was made from (the namespace's and default's, where the API server's is): every
         # container start reads it, and the Services rarely change.
         self._links: dict[tuple[str, bool], tuple[tuple[int, int], dict[str, str]]] = {}
+        self._images: dict[str, tuple[Optional[Artifact], Image]] = {}  # image_of's, by reference
 
     # -- images --------------------------------------------------------------------------------
     def image_of(self, c: Optional[Container], ref: str) -> Image:
-        util = images.utility_image(ref)
-        if util is not None:
-            return util
+        # An image is a pure function of its reference and the artifact built for it (both
+        # immutable, the artifact content-addressed), and every container start asks: kept per
+        # reference with the artifact it was made from.
         artifact = self.artifacts.by_image(ref)
-        if artifact is not None:
-            return images.runtime_image(artifact)
-        return images.datastore_image(ref)  # a stock image the kubelet serves from DATASTORE_SOURCE
+        kept = self._images.get(ref)
+        if kept is not None and kept[0] is artifact:
+            return kept[1]
+        image = images.utility_image(ref)
+        if image is None:
+            # a stock image the kubelet serves from DATASTORE_SOURCE, unless one of ours
+            image = images.runtime_image(artifact) if artifact is not None else images.datastore_image(ref)
+        self._images[ref] = (artifact, image)
+        return image
 
     def _is_datastore(self, c: Container) -> bool:
         """A datastore runs a stock image (no artifact of ours) with the built-in store's code."""

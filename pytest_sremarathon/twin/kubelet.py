@@ -93,9 +93,6 @@ class Container:
     # The pod's probes as _probe reads them every pass (_ProbePlan): a pure function of the pod's
     # spec, so kept while the pod's resourceVersion stays the same (every tick, mostly).
     probe_plan: Optional[_ProbePlan] = None
-    # What _measure_memory worked out of the module's globals at its last look (_RetainingGlobals):
-    # which of them count, kept while the globals' names and their values' types stay the same.
-    retaining: Optional[_RetainingGlobals] = None
 
     def log(self, t: datetime, line: str) -> None:
         for part in line.splitlines() or [""]:
@@ -106,7 +103,8 @@ class Container:
 class _ProbePlan:
     """What _probe reads of a container's probes every pass, for one version of its pod: the
     probes (None when unset or empty), their initial delays, the readiness probe's timeout and
-    period, and (filled in at first use) what each reaches (_probe_target_ok)."""
+    period, and (filled in at first use) what each reaches (_probe_target_ok); and the container's
+    memory limit, which _check_memory compares with right after."""
 
     rv: str  # the pod's resourceVersion it was read at (a new version replaces the dicts, touch bumps it)
     liveness: Optional[dict[str, Any]]
@@ -136,18 +134,6 @@ def _probe_plan(rv: str, spec: dict[str, Any]) -> _ProbePlan:
 
 def _memory_limit(spec: dict[str, Any]) -> int:
     return memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
-
-
-@dataclass
-class _RetainingGlobals:
-    """Which globals of a container's module count toward its memory (_measure_memory): those
-    holding one of RETAINING, not named like ``__builtins__``. Which ones they are follows from
-    the globals' names and their values' types alone, so it is worked out again only when
-    either moved: a global bound, rebound to a value of another type, or deleted."""
-
-    names: tuple[str, ...]  # the module's globals, in its dict's order …
-    kinds: tuple[type, ...]  # … and the types of their values
-    counted: tuple[str, ...]  # the names whose values count (their len(), measured every pass)
 
 
 def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> tuple[bool, str]:
@@ -600,18 +586,12 @@ class Kubelet:
             return 0
         base = DATASTORE_MEMORY if c.image and "@" not in c.image else BASE_MEMORY
         retained = len(c.ctx.cache_dict) if c.ctx else 0
-        module_globals = vars(c.module)
-        # The names and the types are read in C; the globals that count are looked for again
-        # (in Python, global by global) only when one of them moved since the last pass.
-        names = tuple(module_globals)
-        kinds = tuple(map(type, module_globals.values()))
-        known = c.retaining
-        if known is None or known.kinds != kinds or known.names != names:
-            known = c.retaining = _RetainingGlobals(names, kinds, tuple(
-                name for name, value in module_globals.items()
-                if type(value) not in _PLAIN_GLOBALS and isinstance(value, RETAINING) and not name.startswith("__")))
-        for name in known.counted:
-            retained += len(module_globals[name])
+        for name, value in vars(c.module).items():
+            kind = type(value)
+            if kind in _PLAIN_GLOBALS:
+                continue
+            if isinstance(value, RETAINING) and not name.startswith("__"):
+                retained += len(value)
         return base + retained * RETAINED_ENTRY_BYTES
 
     # -- disk pressure ---------------------------------------------------------------------
