@@ -113,3 +113,34 @@ def test_expire_deletes_the_old_events_in_list_order() -> None:
     events.record(pods[2], "Normal", "Old", "old", "kubelet")  # its old event went: a new one
     fresh = [e for e in store.list("Event") if e["involvedObject"]["uid"] == pods[2]["metadata"]["uid"]]
     assert len(fresh) == 1 and fresh[0]["count"] == 1
+
+
+def test_images_are_the_ones_made_from_the_reference_and_its_artifact() -> None:
+    from pytest_sremarathon.runtime.code import Artifact, ArtifactStore
+    from pytest_sremarathon.twin import images
+    from pytest_sremarathon.twin.containers import Runtime
+
+    runtime = Runtime.__new__(Runtime)
+    runtime.artifacts, runtime._images = ArtifactStore(), {}
+    artifact = Artifact("shop", "cart", "sha256:" + "c" * 64, "services/cart.py", {"services/cart.py": "X = 1\n"})
+    ref = artifact.image
+    assert runtime.image_of(None, ref) == images.datastore_image(ref)  # not built (yet)
+    runtime.artifacts.put(artifact)
+    assert runtime.image_of(None, ref) == images.runtime_image(artifact)
+    assert runtime.image_of(None, ref) is runtime.image_of(None, ref)
+    for other in ("busybox:1.36", "redis:7.2-alpine"):
+        made = images.utility_image(other) or images.datastore_image(other)
+        assert runtime.image_of(None, other) == made
+
+
+def test_a_script_parses_the_same_every_time() -> None:
+    import pytest
+
+    from pytest_sremarathon.exec.parse import ShSyntaxError, parse
+    from pytest_sremarathon.exec.shell import _parse_script
+
+    src = 'for i in 1 2; do echo "$i" > /tmp/x; done && date'
+    assert _parse_script(src) == parse(src) and _parse_script(src) is _parse_script(src)
+    for _ in range(2):
+        with pytest.raises(ShSyntaxError):
+            _parse_script("if true; then")
