@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -110,6 +111,15 @@ class BufOut:
 class NullOut:
     def write(self, data: Union[bytes, str]) -> int:
         return len(data)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_script(src: str) -> Seq:
+    """:func:`parse`, once per distinct script text for every shell: the tree is frozen
+    (immutable dataclasses and tuples), and the same scripts run again and again in new shells
+    (a CronJob's busybox command, init containers, a restarted utility container's main
+    process). A syntax error is not kept: it is raised again, the same, each time."""
+    return parse(src)
 
 
 @dataclass
@@ -347,7 +357,7 @@ class Shell:
         try:
             tree = self._cache.get(src)
             if tree is None:
-                tree = self._cache[src] = parse(src)
+                tree = self._cache[src] = _parse_script(src)
         except ShSyntaxError as e:
             self.err(io, f"{self.name}: syntax error: {e}")
             self.status = 2

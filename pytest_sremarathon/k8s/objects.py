@@ -210,12 +210,23 @@ class EventRecorder:
         # Whole-second ISO timestamps order as the times they name: compare the text.
         cutoff = self.store.clock() - timedelta(seconds=self.ttl_seconds)
         text = iso(cutoff)  # to the second
-        for ev in list(self.store.list("Event")):
-            last = ev["lastTimestamp"]
-            if last < text or (last == text and cutoff.microsecond):
-                self.store.delete("Event", ev["metadata"]["namespace"], ev["metadata"]["name"])
-        self._index = {k: v for k, v in self._index.items()
-                       if self.store.get("Event", k[0], v["metadata"]["name"]) is v}
+        late = bool(cutoff.microsecond)
+        # Only the expired few are put in list order (namespace, name), the order they are
+        # deleted in, rather than all the live events (new ones every tick undo the store's
+        # sorted list).
+        expired = sorted((ev for ev in self.store.unordered("Event")
+                          if ev["lastTimestamp"] < text or (late and ev["lastTimestamp"] == text)),
+                         key=lambda ev: (ev["metadata"]["namespace"] or "", ev["metadata"]["name"]))
+        for ev in expired:
+            md = ev["metadata"]
+            self.store.delete("Event", md["namespace"], md["name"])
+            # Its aggregation entry goes with it. (An entry whose event went another way, an
+            # API delete, stays until its key is recorded again: record() checks that the event
+            # is still the stored one before counting on it.)
+            key = (md["namespace"], str((ev.get("involvedObject") or {}).get("uid")), str(ev.get("reason")),
+                   str(ev.get("message")))
+            if self._index.get(key) is ev:
+                del self._index[key]
 
 
 #: ``dnsConfig`` options that make glibc's resolver send its A and AAAA queries one after the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import hashlib
 import itertools
 import json
 import marshal
@@ -274,6 +275,11 @@ class Store:
             return list(ordered)
         return [obj for obj in ordered if matches_labels(obj, labels)]
 
+    def unordered(self, kind: str) -> builtins.list[dict[str, Any]]:
+        """Live objects of one kind in no particular order: for a pass that puts only the few
+        it picks in :meth:`list` order (by ``(namespace or "", name)``), not all of them."""
+        return builtins.list(self._by_kind.get(kind, {}).values())
+
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def acting(self, writer: str) -> Iterator[None]:
@@ -354,7 +360,7 @@ class Store:
                 raise ApiError(404, "NotFound", f'namespaces "{md["namespace"]}" not found', kind="namespaces",
                                name=md["namespace"])
             obj.setdefault("apiVersion", rt.group_version)
-            md["uid"] = uid or str(uuid.uuid5(self.uid_namespace, str(next(self._uids))))
+            md["uid"] = uid or _uuid5(self.uid_namespace, str(next(self._uids)))
             md["creationTimestamp"] = _iso(self.clock())
             md.setdefault("labels", {})
             if "spec" in obj:
@@ -482,13 +488,35 @@ class Store:
         return copy.deepcopy(obj)
 
 
+def _uuid5(namespace: uuid.UUID, name: str) -> str:
+    """``str(uuid.uuid5(namespace, name))`` without the UUID object (every create makes one, half
+    of them Events): the same SHA-1 bytes, version and variant bits (RFC 4122 4.3)."""
+    digest = bytearray(hashlib.sha1(namespace.bytes + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def matches_labels(obj: dict[str, Any], selector: dict[str, str]) -> bool:
     labels = obj["metadata"].get("labels") or {}
     return all(labels.get(k) == v for k, v in selector.items())
 
 
 def _iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The virtual clock hands out one datetime per tick, which a tick formats hundreds of times
+    # (every Event, condition and status it writes): the last one's text is kept with it. A
+    # datetime is immutable and the cache holds it alive, so the same object is the same text.
+    global _last_iso
+    last = _last_iso  # (one read: another thread may replace the pair meanwhile)
+    if last[0] is t:
+        return last[1]
+    text = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_iso = (t, text)
+    return text
+
+
+_last_iso: tuple[Optional[datetime], str] = (None, "")
 
 
 iso = _iso

@@ -57,7 +57,7 @@ from ..exec.shell import BufIn, BufOut
 from ..k8s.objects import pod_is_active
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store
-from ..runtime.code import ArtifactStore
+from ..runtime.code import Artifact, ArtifactStore
 from ..serving.http import Request, ServiceProxy
 from . import images
 from .images import Image
@@ -199,10 +199,11 @@ def _expand(value: str, known: Mapping[str, str]) -> str:
 
 
 def compose_env(store: Store, pod: dict[str, Any], spec: dict[str, Any], image: Image,
-                allocatable: Mapping[str, str]) -> list[EnvVar]:
+                allocatable: Mapping[str, str], links: Optional[Mapping[str, str]] = None) -> list[EnvVar]:
     """The container's process environment, in the order ``env`` shows it: the image's (PATH
     first), HOSTNAME, ``envFrom`` then ``env`` (later definitions win, keeping the first one's
-    place), the Service link variables, HOME."""
+    place), the Service link variables (``links``: :func:`service_env`'s, made here when not
+    given), HOME."""
     ns = pod["metadata"]["namespace"]
     out: dict[str, EnvVar] = {k: EnvVar(k, v) for k, v in image.env}
     out["HOSTNAME"] = EnvVar("HOSTNAME", hostname_of(pod))
@@ -220,7 +221,8 @@ def compose_env(store: Store, pod: dict[str, Any], spec: dict[str, Any], image: 
         for key in sorted(values):
             if _ENV_NAME.match(prefix + key):
                 mine[prefix + key] = EnvVar(prefix + key, _text(values[key]), secret)
-    links = service_env(store, ns, bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
+    if links is None:
+        links = service_env(store, ns, bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
     for env in spec.get("env") or []:
         name = env.get("name")
         if not name:
@@ -605,16 +607,27 @@ class Runtime:
         # What answers for Services no pod backs (the monitoring namespace's Prometheus): the
         # API server's service proxy, set by the backend.
         self.services: Optional[ServiceProxy] = None
+        # service_env per (namespace, enableServiceLinks), with the versions of the Services it
+        # was made from (the namespace's and default's, where the API server's is): every
+        # container start reads it, and the Services rarely change.
+        self._links: dict[tuple[str, bool], tuple[tuple[int, int], dict[str, str]]] = {}
+        self._images: dict[str, tuple[Optional[Artifact], Image]] = {}  # image_of's, by reference
 
     # -- images --------------------------------------------------------------------------------
     def image_of(self, c: Optional[Container], ref: str) -> Image:
-        util = images.utility_image(ref)
-        if util is not None:
-            return util
+        # An image is a pure function of its reference and the artifact built for it (both
+        # immutable, the artifact content-addressed), and every container start asks: kept per
+        # reference with the artifact it was made from.
         artifact = self.artifacts.by_image(ref)
-        if artifact is not None:
-            return images.runtime_image(artifact)
-        return images.datastore_image(ref)  # a stock image the kubelet serves from DATASTORE_SOURCE
+        kept = self._images.get(ref)
+        if kept is not None and kept[0] is artifact:
+            return kept[1]
+        image = images.utility_image(ref)
+        if image is None:
+            # a stock image the kubelet serves from DATASTORE_SOURCE, unless one of ours
+            image = images.runtime_image(artifact) if artifact is not None else images.datastore_image(ref)
+        self._images[ref] = (artifact, image)
+        return image
 
     def _is_datastore(self, c: Container) -> bool:
         """A datastore runs a stock image (no artifact of ours) with the built-in store's code."""
@@ -629,7 +642,20 @@ class Runtime:
         return images.utility_image(image) is not None
 
     def started(self, pod: dict[str, Any], spec: dict[str, Any], c: Container) -> None:
-        c.env = compose_env(self.store, pod, spec, self.image_of(c, c.image), self._allocatable(c))
+        links = self._service_links(pod["metadata"]["namespace"],
+                                    bool((pod.get("spec") or {}).get("enableServiceLinks", True)))
+        c.env = compose_env(self.store, pod, spec, self.image_of(c, c.image), self._allocatable(c), links)
+
+    def _service_links(self, namespace: str, enabled: bool) -> dict[str, str]:
+        """:func:`service_env`, made again only when a Service of the namespace or of
+        ``default`` changed (the dict is shared: compose_env only reads it)."""
+        versions = (self.store.namespace_version(namespace, "Service")[0],
+                    self.store.namespace_version("default", "Service")[0])
+        key = (namespace, enabled)
+        kept = self._links.get(key)
+        if kept is None or kept[0] != versions:
+            kept = self._links[key] = (versions, service_env(self.store, namespace, enabled))
+        return kept[1]
 
     def start_main(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         image = self.image_of(c, c.image)

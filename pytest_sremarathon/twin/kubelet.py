@@ -103,7 +103,8 @@ class Container:
 class _ProbePlan:
     """What _probe reads of a container's probes every pass, for one version of its pod: the
     probes (None when unset or empty), their initial delays, the readiness probe's timeout and
-    period, and (filled in at first use) what each reaches (_probe_target_ok)."""
+    period, and (filled in at first use) what each reaches (_probe_target_ok); and the container's
+    memory limit, which _check_memory compares with right after."""
 
     rv: str  # the pod's resourceVersion it was read at (a new version replaces the dicts, touch bumps it)
     liveness: Optional[dict[str, Any]]
@@ -114,6 +115,7 @@ class _ProbePlan:
     readiness_http: bool
     timeout_ms: float
     period: Any  # max(1, periodSeconds), what a pass's probe weight divides dt by
+    memory_limit: int  # resources.limits.memory in bytes (0: none), what _check_memory compares with
     targets: dict[str, tuple[bool, str]] = field(default_factory=dict)  # "liveness"/"readiness" -> reached?
 
 
@@ -126,7 +128,12 @@ def _probe_plan(rv: str, spec: dict[str, Any]) -> _ProbePlan:
         readiness, readiness.get("initialDelaySeconds", 0) if readiness else 0,
         readiness is not None and "httpGet" in readiness,
         1000.0 * readiness.get("timeoutSeconds", 1) if readiness else 0.0,
-        max(1, readiness.get("periodSeconds", 10)) if readiness else 1)
+        max(1, readiness.get("periodSeconds", 10)) if readiness else 1,
+        _memory_limit(spec))
+
+
+def _memory_limit(spec: dict[str, Any]) -> int:
+    return memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
 
 
 def _probe_target_ok(probe: dict[str, Any], container_spec: dict[str, Any]) -> tuple[bool, str]:
@@ -560,7 +567,9 @@ class Kubelet:
 
     def _check_memory(self, pod: dict[str, Any], spec: dict[str, Any], c: Container, now: datetime) -> None:
         c.memory = self._measure_memory(c)
-        limit = memory_bytes(((spec.get("resources") or {}).get("limits") or {}).get("memory"))
+        plan = c.probe_plan  # _probe read this version of the pod's spec just before
+        limit = plan.memory_limit if plan is not None and plan.rv == pod["metadata"]["resourceVersion"] \
+            else _memory_limit(spec)
         if limit and c.memory > limit:
             c.log(now, f"fatal error: runtime: out of memory (rss {c.memory // 2**20}Mi, limit {limit // 2**20}Mi)")
             self._crash(pod, c, now, "", "OOMKilled", 137)
