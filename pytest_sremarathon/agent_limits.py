@@ -121,10 +121,85 @@ def _processes() -> dict[int, tuple[int, int]]:
     return out
 
 
+def _read_stat(pid: int) -> Optional[bytes]:
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)  # (os.open: half of open()'s cost)
+        try:
+            return os.read(fd, 4096)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+
+
+def _start_time(stat: bytes) -> Optional[int]:
+    """A process's start time (clock ticks) from its ``stat`` line."""
+    rest = stat[stat.rfind(b")") + 2:].split(None, 20)
+    return int(rest[19]) if len(rest) > 19 else None
+
+
+def _children(pid: int) -> Optional[list[int]]:
+    """The children of every thread of ``pid`` (``/proc/<pid>/task/<tid>/children``); None
+    where the kernel has no such file (CONFIG_PROC_CHILDREN) or the process is gone."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out: list[int] = []
+    for tid in tids:
+        try:
+            fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY)
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # (the thread is there, its children file is not: not this kernel)
+            continue  # (the thread ended meanwhile)
+        except OSError:
+            continue
+        try:
+            data = b""
+            while chunk := os.read(fd, 65536):
+                data += chunk
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        out.extend(int(c) for c in data.split())
+    return out
+
+
+def _walk(roots: tuple[int, ...]) -> Optional[dict[int, int]]:
+    """:func:`tree` from each process's children files: a few files per process of the tree,
+    where :func:`_processes` reads every process's on the machine (~4 ms a poll on a busy one).
+    The same answer (a child is listed by the thread that is its parent; a pid whose stat
+    cannot be read is gone, as there); None where the kernel has no children files."""
+    out: dict[int, int] = {}
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        stat = _read_stat(pid)
+        started = _start_time(stat) if stat is not None else None
+        if started is None:
+            continue
+        kids = _children(pid)
+        if kids is None:
+            if _read_stat(pid) is None:  # (gone between the two reads: as if never seen)
+                continue
+            return None
+        out[pid] = started
+        todo.extend(kids)
+    return out
+
+
 def tree(*roots: int, procs: Optional[dict[int, tuple[int, int]]] = None) -> dict[int, int]:
     """The ``roots`` and every descendant still alive: pid -> start time (a pid with another
     start time later is another process, never to be signalled)."""
-    procs = _processes() if procs is None else procs
+    if procs is None:
+        walked = _walk(roots)
+        if walked is not None:
+            return walked
+        procs = _processes()
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         kids.setdefault(ppid, []).append(pid)
