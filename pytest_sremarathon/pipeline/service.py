@@ -32,6 +32,7 @@ from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..runtime.code import Artifact
 from .build import BuildError, build
 from .builds import Actor, Build, BuildTimes
+from .mirror import CheckoutMirror
 from .repo import Author, GitError, GitRepo
 
 CONFIG_HASH = "sremarathon.dev/config-hash"
@@ -122,6 +123,7 @@ class Pipelines:
         self.apps: dict[str, AppPipeline] = {}
         self.workspace: Optional[Path] = None
         self._synced: dict[str, str] = {}
+        self._mirrors: dict[str, CheckoutMirror] = {}  # app -> its checkout's origin/main
         self._parsed: dict[tuple[bool, str], Any] = {}
         # Rendered objects per file, keyed by everything the rendering reads (see _render). They
         # are shared between deploys and never edited: what is applied is a copy.
@@ -329,25 +331,29 @@ class Pipelines:
         ``deploy(app, ref)`` of a commit made there is a push to main (fast-forward only)."""
         self.workspace = root
         for app, p in self.apps.items():
-            p.repo.clone_to(root / app)
+            clone = p.repo.clone_to(root / app)
+            self._mirrors[app] = CheckoutMirror(p.repo.path, clone.path, clone.env)
         self._synced = {app: p.repo.head() for app, p in self.apps.items()}
 
     def sync_workspace(self) -> Callable[[], None]:
         """Start bringing each checkout's ``origin/main`` up to date; returns a function that
         waits for it. The fetches run in their own processes, so the caller can simulate a
         tick meanwhile."""
-        fetches = []
+        waits: list[Callable[[], None]] = []
         if self.workspace is not None:
             for app, p in self.apps.items():
                 head = p.repo.head()
                 clone = self.workspace / app
                 if self._synced.get(app) != head and (clone / ".git").is_dir():
-                    fetches.append(GitRepo(clone).start("fetch", "-q", "origin"))
+                    mirror = self._mirrors.get(app)
+                    if mirror is None:
+                        mirror = self._mirrors[app] = CheckoutMirror(p.repo.path, clone, GitRepo(clone).env)
+                    waits.append(mirror.sync())  # a fetch, or what it would do at less cost (see mirror.py)
                     self._synced[app] = head
 
         def wait() -> None:
-            for proc in fetches:
-                proc.wait()
+            for w in waits:
+                w()
 
         return wait
 
