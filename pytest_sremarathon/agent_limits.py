@@ -48,7 +48,8 @@ IDLE_POLL_SECONDS = 1.0
 #: Walking a workspace with the apps' checkouts takes tens of milliseconds: every 2 s while a
 #: step runs, sooner when its filesystem's used space (one statvfs a poll) grew by
 #: WORKSPACE_GROWTH since the last walk, and once more when the step ends (RLIMIT_FSIZE bounds a
-#: single file meanwhile).
+#: single file meanwhile). Between the steps of a long-lived agent only that growth walks it
+#: (the growth is counted from the last walk, so slow writes add up to it too).
 WORKSPACE_POLL_SECONDS = 2.0
 WORKSPACE_GROWTH = 32 * 2**20
 # The step's first and last looks (on the marathon's critical path, twice a step) walk only when
@@ -332,6 +333,7 @@ class Watchdog:
         self.peak_processes = 0
         self.known: dict[int, int] = {}  # every process seen in the tree, with its start time (the cleanup)
         self.interval = POLL_SECONDS  # the host slows it down between steps (IDLE_POLL_SECONDS)
+        self._stepping = True  # a step (or the agent's start) runs: the workspace is walked every 2 s
         self._stop = threading.Event()
         self._walked = (0, 0)  # the last walk: (filesystem used before it, the size it found)
         # The workspace may already hold more than the limit (the agent filled it in an earlier
@@ -377,11 +379,13 @@ class Watchdog:
             # a base at or under the limit trips exactly as none does: only a fuller one needs measuring
             self._workspace_base = self._workspace_size() if self._may_exceed(lim) else 0
         self.interval = POLL_SECONDS
+        self._stepping = True
 
     def end_step(self) -> Optional[str]:
         """The step ended: the workspace's last look (a step may fill it between two polls and
         return); the limit crossed, or None. Watch lightly until the next step."""
         self.interval = IDLE_POLL_SECONDS
+        self._stepping = False
         lim = self.limits.workspace
         if self.tripped is None and lim and self._may_exceed(lim):
             self.tripped = self._workspace_crossed()
@@ -404,7 +408,7 @@ class Watchdog:
                 why = f"process limit {lim.processes} reached (the agent ran {len(pids)} processes)"
             elif lim.workspace:
                 used = self._fs_used()
-                if time.monotonic() >= next_disk or used - fs_mark > WORKSPACE_GROWTH:
+                if (self._stepping and time.monotonic() >= next_disk) or used - fs_mark > WORKSPACE_GROWTH:
                     next_disk, fs_mark = time.monotonic() + WORKSPACE_POLL_SECONDS, used
                     why = self._workspace_crossed()
             if why is not None:
