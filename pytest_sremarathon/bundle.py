@@ -162,6 +162,7 @@ class BundleWriter:
         self._seq = 0
         self._head = GENESIS
         self._last_t = ""
+        self._stamped: Optional[tuple[datetime, str]] = None  # the last time spelt, and its spelling
         self._start: Optional[dict[str, Any]] = None
         self.events: list[Event] = []
         self.archive: Optional[Path] = None
@@ -200,7 +201,12 @@ class BundleWriter:
             raise ValueError(f"the first event must be run.start, not {type!r}")
         if t.tzinfo is None:
             raise ValueError("event times must be timezone-aware (virtual UTC time)")
-        stamp = iso(t)
+        stamped = self._stamped  # (events come in runs of one virtual time: spelt once a run)
+        if stamped is not None and stamped[0] == t:  # (equal instants spell the same, whatever the zone)
+            stamp = stamped[1]
+        else:
+            stamp = iso(t)
+            self._stamped = (t, stamp)
         if stamp < self._last_t:
             raise ValueError(f"virtual time goes backwards: {type} at {stamp} after {self._last_t}")
         if isinstance(data, BaseModel):

@@ -67,6 +67,11 @@ class GitRepo:
             "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "maintenance.auto", "GIT_CONFIG_VALUE_0": "false",
         }
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment its git commands run in."""
+        return dict(self._env)
+
     def git(self, *args: str, at: datetime | None = None, author: Author | None = None, check: bool = True,
             input: str | None = None) -> str:
         proc = self._run(args, at, author, input)

@@ -32,10 +32,12 @@ from ..events import BuildRecord, ChangeCommitted, Deployed
 from ..runtime.code import Artifact
 from .build import BuildError, build
 from .builds import Actor, Build, BuildTimes
+from .mirror import CheckoutMirror
 from .repo import Author, GitError, GitRepo
 
 CONFIG_HASH = "sremarathon.dev/config-hash"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
+MAX_RENDERED = 1024  # manifest files' rendered objects kept (Pipelines._render)
 
 
 class PipelineError(Exception):
@@ -121,7 +123,12 @@ class Pipelines:
         self.apps: dict[str, AppPipeline] = {}
         self.workspace: Optional[Path] = None
         self._synced: dict[str, str] = {}
+        self._mirrors: dict[str, CheckoutMirror] = {}  # app -> its checkout's origin/main
         self._parsed: dict[tuple[bool, str], Any] = {}
+        # Rendered objects per file, keyed by everything the rendering reads (see _render). They
+        # are shared between deploys and never edited: what is applied is a copy.
+        self._config_maps: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._manifests: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         self.builds: Optional[BuildTimes] = None
         self._build_count = 0
         for app in apps:
@@ -324,25 +331,29 @@ class Pipelines:
         ``deploy(app, ref)`` of a commit made there is a push to main (fast-forward only)."""
         self.workspace = root
         for app, p in self.apps.items():
-            p.repo.clone_to(root / app)
+            clone = p.repo.clone_to(root / app)
+            self._mirrors[app] = CheckoutMirror(p.repo.path, clone.path, clone.env)
         self._synced = {app: p.repo.head() for app, p in self.apps.items()}
 
     def sync_workspace(self) -> Callable[[], None]:
         """Start bringing each checkout's ``origin/main`` up to date; returns a function that
         waits for it. The fetches run in their own processes, so the caller can simulate a
         tick meanwhile."""
-        fetches = []
+        waits: list[Callable[[], None]] = []
         if self.workspace is not None:
             for app, p in self.apps.items():
                 head = p.repo.head()
                 clone = self.workspace / app
                 if self._synced.get(app) != head and (clone / ".git").is_dir():
-                    fetches.append(GitRepo(clone).start("fetch", "-q", "origin"))
+                    mirror = self._mirrors.get(app)
+                    if mirror is None:
+                        mirror = self._mirrors[app] = CheckoutMirror(p.repo.path, clone, GitRepo(clone).env)
+                    waits.append(mirror.sync())  # a fetch, or what it would do at less cost (see mirror.py)
                     self._synced[app] = head
 
         def wait() -> None:
-            for proc in fetches:
-                proc.wait()
+            for w in waits:
+                w()
 
         return wait
 
@@ -402,7 +413,7 @@ class Pipelines:
             previous = p.rendered.get(key)
             # Only what the change touched is applied: an unrelated deploy keeps kubectl edits.
             if previous is None or _without_change_cause(previous) != _without_change_cause(obj):
-                self.cluster.apply(obj)
+                self.cluster.apply(_clone(obj))  # (obj is shared with later renders: see _render)
                 p.rendered[key] = obj
                 if obj["kind"] in ("Deployment", "StatefulSet"):
                     changed.append(obj["metadata"]["name"])
@@ -473,29 +484,66 @@ class Pipelines:
 
     def _render(self, app: AppSpec, files: dict[str, str], artifacts: dict[str, Artifact], commit: str,
                 message: str) -> list[dict[str, Any]]:
+        """The objects a tree deploys: its ConfigMaps, its manifests' other objects, then its
+        workloads (their images pinned to the artifacts, their pods' config hash, the change
+        cause).
+
+        A deploy renders every file of the tree, though a change touches one or two: each
+        file's objects are kept, keyed by all they are made from — the file's text and the
+        namespace; for a manifest also every artifact's image and every config file's text
+        (what ``_pin_images`` reads). Only the change cause (commit and message) is added per
+        deploy, on fresh copies of a workload and its metadata. The kept objects are shared,
+        never edited here, and a copy of them is what is applied."""
         configs: dict[str, dict[str, Any]] = {}
+        config_texts: list[tuple[str, str]] = []
         for path, text in sorted(files.items()):
             if path.startswith("config/") and path.endswith(".yaml"):
                 svc = Path(path).stem
-                data = {k: str(v) for k, v in self._parse(text, many=False).items()}
-                configs[svc] = {"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": f"{svc}-config", "namespace": app.namespace,
-                                             "labels": {"app": svc, "app.kubernetes.io/part-of": app.name}},
-                                "data": data}
+                configs[svc] = self._config_map(app, svc, text)
+                config_texts.append((svc, text))
         objects: list[dict[str, Any]] = list(configs.values())
         workloads = []
+        images = tuple(sorted((svc, a.image) for svc, a in artifacts.items()))
+        cause = f"deploy {commit[:12]}: {message}"
         for path, text in sorted(files.items()):
             if not (path.startswith("manifests/") and path.endswith(".yaml")):
                 continue
-            for doc in self._parse(text, many=True):
-                doc.setdefault("metadata", {})["namespace"] = app.namespace
+            key = (app.namespace, text, images, tuple(config_texts))
+            docs = self._manifests.get(key)
+            if docs is None:
+                if len(self._manifests) >= MAX_RENDERED:  # (bounded: the oldest go first)
+                    del self._manifests[next(iter(self._manifests))]
+                docs = self._manifests[key] = self._render_manifest(app, text, artifacts, configs)
+            for doc in docs:
                 if doc.get("kind") in ("Deployment", "StatefulSet"):
-                    self._pin_images(doc, app, artifacts, configs)
-                    doc["metadata"].setdefault("annotations", {})[CHANGE_CAUSE] = f"deploy {commit[:12]}: {message}"
-                    workloads.append(doc)
+                    md = doc["metadata"]
+                    workloads.append({**doc, "metadata": {
+                        **md, "annotations": {**(md.get("annotations") or {}), CHANGE_CAUSE: cause}}})
                 else:
                     objects.append(doc)
         return objects + workloads
+
+    def _config_map(self, app: AppSpec, svc: str, text: str) -> dict[str, Any]:
+        key = (app.namespace, app.name, svc, text)
+        cm = self._config_maps.get(key)
+        if cm is None:
+            data = {k: str(v) for k, v in self._parse(text, many=False).items()}
+            cm = self._config_maps[key] = {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"{svc}-config", "namespace": app.namespace,
+                             "labels": {"app": svc, "app.kubernetes.io/part-of": app.name}},
+                "data": data}
+        return cm
+
+    def _render_manifest(self, app: AppSpec, text: str, artifacts: dict[str, Artifact],
+                         configs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """A manifest file's objects in the namespace, workloads pinned (no change cause)."""
+        docs = self._parse(text, many=True)
+        for doc in docs:
+            doc.setdefault("metadata", {})["namespace"] = app.namespace
+            if doc.get("kind") in ("Deployment", "StatefulSet"):
+                self._pin_images(doc, app, artifacts, configs)
+        return docs
 
     @staticmethod
     def _pin_images(doc: dict[str, Any], app: AppSpec, artifacts: dict[str, Artifact],
