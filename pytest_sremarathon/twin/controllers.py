@@ -97,6 +97,17 @@ class Controllers:
         # tells every change, _note_change). Until one of those, a collection finds nothing.
         self._orphans_possible = True
         store.listeners.append(self._note_change)
+        # The uids of the owners (Deployments, ReplicaSets, ReplicationControllers) that may have
+        # moved since a pass last looked at them: the object itself was written, or an object of
+        # its group (a ReplicaSet of a Deployment, a Pod of a pod owner) was written, added or
+        # gone — the store tells every change (_note_moved). An owner seen idle whose uid is not
+        # here has the resourceVersions it was seen with, so the pass skips it without reading
+        # them (a mark too many only costs that reading).
+        self._moved: set[str] = set()
+        # (kind, namespace, name) of a ReplicaSet or Pod -> the uid of its controlling owner when
+        # last written: a change that drops or swaps the owner moves the former owner's group too.
+        self._filed: dict[tuple[str, str, str], str] = {}
+        store.listeners.append(self._note_moved)
         self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
         self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
 
@@ -113,17 +124,26 @@ class Controllers:
         if inputs == self._quiet and now <= self._quiet_until:
             return
         idle, self._idle = self._idle, {}
+        # Marks made before this pass; those made during it (a Deployment's pass scales its
+        # ReplicaSets) land in the new self._moved, read as well and kept for the next pass.
+        moved, self._moved = self._moved, set()
         before = self.store.resource_version
         quiet_until = FOREVER
-        for d in list(self.store.list("Deployment")):
-            rss = self.store.owned("ReplicaSet", d["metadata"]["uid"])
+        for d in self.store.list("Deployment"):
+            uid = d["metadata"]["uid"]
             due = self._idle_until(d)
             quiet_until = min(quiet_until, due)
-            self._unless_idle(idle, d, "ReplicaSet", rss, now <= due)
+            if now <= due and uid in idle and uid not in moved and uid not in self._moved:
+                self._idle[uid] = idle[uid]  # unmoved since seen idle: the same inputs
+                continue
+            self._unless_idle(idle, d, "ReplicaSet", self.store.owned("ReplicaSet", uid), now <= due)
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
-            # (a refused one retries on time)
-            self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", rs["metadata"]["uid"]),
-                              rs["metadata"]["uid"] not in self._refused)
+            uid = rs["metadata"]["uid"]
+            may_skip = uid not in self._refused  # (a refused one retries on time)
+            if may_skip and uid in idle and uid not in moved and uid not in self._moved:
+                self._idle[uid] = idle[uid]
+                continue
+            self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", uid), may_skip)
         for _, _, retry_at, _ in self._refused.values():
             quiet_until = min(quiet_until, retry_at)
         self.collect_garbage()
@@ -526,10 +546,34 @@ class Controllers:
             self._orphans_possible = owner is None or owner["metadata"]["uid"] != ref.get("uid")
 
 
+    def _note_moved(self, type_: str, obj: dict[str, Any]) -> None:
+        """The store's listener (under its lock): mark the owners whose inputs this change moves
+        (see ``_moved``): the object if it is an owner, and the owner of its group before and
+        after (what the store's owner index files it under, for the kinds grouped here)."""
+        kind = obj.get("kind")
+        if kind not in _GROUPED_KINDS:
+            return
+        md = obj["metadata"]
+        if kind in _MARKED_OWNERS:
+            self._moved.add(md.get("uid"))
+        if kind in _OWNED_KINDS:
+            key = (kind, md.get("namespace") or "", md["name"])
+            was = self._filed.pop(key, None)
+            if was is not None:
+                self._moved.add(was)
+            ref = controller_of(obj) if type_ != "DELETED" else None
+            if ref is not None and ref.get("uid") is not None:
+                self._filed[key] = ref["uid"]
+                self._moved.add(ref["uid"])
+
+
 #: (kind, the kind of its controlling owner) pairs the garbage collector deletes orphans of.
 _OWNED_BY = (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController"))
 _OWNED_KINDS = frozenset(k for k, _ in _OWNED_BY)
 _OWNER_KINDS = frozenset(o for _, o in _OWNED_BY)
+#: The owners a workload pass reconciles, and every kind whose change moves one's inputs.
+_MARKED_OWNERS = frozenset({"Deployment", *POD_OWNERS})
+_GROUPED_KINDS = _MARKED_OWNERS | _OWNED_KINDS
 
 
 def _component(owner: dict[str, Any]) -> str:
