@@ -40,6 +40,7 @@ from typing import Any, Optional, Protocol
 from ..k8s.objects import EventRecorder, pod_is_active, pod_is_ready, selector_matches, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store, iso
+from .label_index import LabelIndex
 
 SYNC_SECONDS = 15.0
 TOLERANCE = 0.1
@@ -124,9 +125,11 @@ class HorizontalPodAutoscalerController:
         self.events = events
         self.metrics = metrics
         self._memory: dict[str, _Memory] = {}
-        # The active pods by (namespace, ``app`` label), built once per pass: every Deployment of
-        # the apps selects on that label alone, and 30 autoscalers each scanning a namespace's
+        # The pods by (namespace, ``app`` label), kept from the store's changes: every Deployment
+        # of the apps selects on that label alone, and 30 autoscalers each scanning a namespace's
         # pods would cost more than the rest of the controller.
+        self._app_pods = LabelIndex(store, "Pod", "app")
+        # The same, built once per pass, for a selector on a non-string ``app`` value.
         self._by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
 
     def reconcile(self) -> None:
@@ -151,6 +154,8 @@ class HorizontalPodAutoscalerController:
     def _selected(self, ns: str, selector: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
         match = (selector or {}).get("matchLabels") or {}
         if selector and list(selector) == ["matchLabels"] and list(match) == ["app"]:
+            if isinstance(match["app"], str):  # (the index files string values, all a str can equal)
+                return [p for p in self._app_pods.members(ns, match["app"]) if pod_is_active(p)]
             if self._by_app is None:
                 self._by_app = {}
                 for p in self.store.list("Pod"):

@@ -28,6 +28,7 @@ from . import priority
 from .admission_quota import admit
 from .defaults import default_pod_spec, qos_class
 from .endpointslices import EndpointSliceController
+from .label_index import LabelIndex
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -592,6 +593,15 @@ class EndpointsController:
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
         self._ns_synced: dict[str, tuple[int, ...]] = {}  # namespace -> the same, within it
         self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
+        # The pods by (namespace, ``app`` label), kept from the store's changes: the apps'
+        # Services select on that label alone.
+        self._app_pods = LabelIndex(store, "Pod", "app")
+        # (namespace, name) of a Service that selects on ``app`` alone -> what its Endpoints
+        # were last made from, after that step's write: (the Service's resourceVersion, its
+        # app group's version, the Endpoints' resourceVersion or None). The same inputs give
+        # the same addresses, which the Endpoints then hold already: the step is skipped.
+        self._made: dict[tuple[str, str], tuple[str, int, Any]] = {}
+        self._pruned: tuple[int, ...] = ()  # the Service and Endpoints versions after the last orphan sweep
 
     def reconcile(self) -> None:
         if self.store.kind_version("Pod", "Service", "Endpoints") != self._synced:
@@ -603,30 +613,52 @@ class EndpointsController:
         # A namespace's Endpoints are a function of its own pods, Services and Endpoints: one
         # whose versions of those kinds stand where the last pass left them (_ns_synced, taken
         # after its writes) would be given the same Endpoints again, and is skipped.
+        # Within a namespace that moved, a Service selecting on ``app`` alone is a function of
+        # its app group (_made): one whose group, Service and Endpoints stood still is skipped.
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
+        labelled: set[str] = set()  # the namespaces by_label holds
         dirty: dict[str, bool] = {}
 
         def changed(ns: str) -> bool:
             moved = dirty.get(ns)
             if moved is None:
                 moved = dirty[ns] = self._ns_synced.get(ns) != self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
-                if moved:
-                    for p in self.store.list("Pod", ns):
-                        if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
-                            for k, v in (p["metadata"].get("labels") or {}).items():
-                                by_label.setdefault((ns, k, v), []).append(p)
             return moved
+
+        def addressed(ns: str, key: str, value: Any) -> list[dict[str, Any]]:
+            """The namespace's pods with an address (on a node, with an IP) and this label."""
+            if ns not in labelled:
+                labelled.add(ns)
+                for p in self.store.list("Pod", ns):
+                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                        for k, v in (p["metadata"].get("labels") or {}).items():
+                            by_label.setdefault((ns, k, v), []).append(p)
+            return by_label.get((ns, key, value), [])
 
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             if not changed(ns):
                 continue
             selector = svc["spec"].get("selector")
+            app = selector["app"] if selector and list(selector) == ["app"] and isinstance(selector["app"], str) \
+                else None
+            made = None
+            if app is not None:
+                ep = self.store.get("Endpoints", ns, name)
+                made = (svc["metadata"]["resourceVersion"], self._app_pods.version(ns, app),
+                        None if ep is None else ep["metadata"]["resourceVersion"])
+                if self._made.get((ns, name)) == made:
+                    continue
             ready: list[dict[str, Any]] = []
             not_ready: list[dict[str, Any]] = []
             if selector:
                 first = next(iter(selector.items()))
-                for p in by_label.get((ns, *first), []):
+                # (the app group in list order, less the pods without an address: what
+                # addressed() would give, without scanning the namespace)
+                candidates = addressed(ns, *first) if app is None else [
+                    p for p in self._app_pods.members(ns, app)
+                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP")]
+                for p in candidates:
                     if not selector_matches({"matchLabels": selector}, p["metadata"].get("labels") or {}):
                         continue
                     addr = {"ip": p["status"]["podIP"], "nodeName": p["spec"]["nodeName"],
@@ -652,9 +684,15 @@ class EndpointsController:
             elif ep.get("subsets") != subsets:
                 ep["subsets"] = subsets
                 self.store.touch(ep)
-        for ep in list(self.store.list("Endpoints")):
-            if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
-                self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+            if made is not None:
+                ep = self.store.get("Endpoints", ns, name)
+                self._made[(ns, name)] = (made[0], made[1], None if ep is None else ep["metadata"]["resourceVersion"])
+        # Endpoints whose Service is gone: none can appear while neither kind moves.
+        if self.store.kind_version("Service", "Endpoints") != self._pruned:
+            for ep in list(self.store.list("Endpoints")):
+                if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
+                    self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+            self._pruned = self.store.kind_version("Service", "Endpoints")
         for ns in dirty:
             self._ns_synced[ns] = self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
 
