@@ -131,6 +131,8 @@ class HorizontalPodAutoscalerController:
         self._app_pods = LabelIndex(store, "Pod", "app")
         # The same, built once per pass, for a selector on a non-string ``app`` value.
         self._by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
+        # (pod uid, resource) -> (the pod's resourceVersion, _pod_request then)
+        self._requests: dict[tuple[str, str], tuple[str, int]] = {}
 
     def reconcile(self) -> None:
         hpas = self.store.list("HorizontalPodAutoscaler")
@@ -262,7 +264,7 @@ class HorizontalPodAutoscalerController:
             samples, requests = {}, 0
             for p in pods:
                 usage = self.metrics.pod_usage_by_uid(p["metadata"]["uid"])
-                req = _pod_request(p, name)
+                req = self._pod_request(p, name)
                 if req == 0 and target.get("type") == "Utilization":
                     raise MetricError("FailedGetResourceMetric",
                                       f"failed to get {name} utilization: missing request for {name} in container "
@@ -330,6 +332,18 @@ class HorizontalPodAutoscalerController:
         name = ((metric.get(str(t).lower() if t else "") or {}).get("metric") or {}).get("name", "")
         raise MetricError("FailedGetExternalMetric", f"failed to get external metric {name}: unable to get external "
                                                      f"metric {name}: no metrics returned from external metrics API")
+
+    def _pod_request(self, pod: dict[str, Any], resource: str) -> int:
+        """:func:`_pod_request`, kept per pod and resource while the pod's resourceVersion
+        stands (it reads the pod's spec alone, which moves it)."""
+        md = pod["metadata"]
+        key = (md["uid"], resource)
+        cached = self._requests.get(key)
+        if cached is None or cached[0] != md["resourceVersion"]:
+            if len(self._requests) > 4096:  # (bounded: more than any cluster's pods)
+                self._requests.clear()
+            cached = self._requests[key] = (md["resourceVersion"], _pod_request(pod, resource))
+        return cached[1]
 
     def _rates(self, name: str, pods: list[dict[str, Any]], reason: str) -> dict[str, float]:
         if name != REQUEST_RATE:

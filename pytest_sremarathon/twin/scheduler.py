@@ -68,6 +68,9 @@ class Scheduler:
         self.events = events
         self._ip_counters: Counter[str] = Counter()
         self.volumes: Optional[VolumeBinding] = None  # set by the cluster; pods without claims skip it
+        # uid -> (resourceVersion, pod_requests then) of the bound pods _usage last summed: a
+        # pod's requests are in its spec, which only a store write (a new resourceVersion) changes.
+        self._requests: dict[str, tuple[str, tuple[int, int]]] = {}
 
     def reconcile(self) -> None:
         pending = [p for p in self.store.list("Pod") if not p["spec"].get("nodeName") and pod_is_active(p)]
@@ -135,13 +138,20 @@ class Scheduler:
 
     def _usage(self) -> dict[str, list[int]]:
         usage: dict[str, list[int]] = {}
+        requests, kept = self._requests, {}
         for p in self.store.list("Pod"):
             n = p["spec"].get("nodeName")
             if n and pod_is_active(p):
-                cpu, mem = pod_requests(p)
+                md = p["metadata"]
+                cached = requests.get(md["uid"])
+                if cached is None or cached[0] != md["resourceVersion"]:
+                    cached = (md["resourceVersion"], pod_requests(p))
+                kept[md["uid"]] = cached
+                cpu, mem = cached[1]
                 u = usage.setdefault(n, [0, 0])
                 u[0] += cpu
                 u[1] += mem
+        self._requests = kept
         return usage
 
     def _pick(self, pod: dict[str, Any], nodes: list[dict[str, Any]],
