@@ -241,6 +241,15 @@ class QuotaController:
         self.store = store
         self._synced: Optional[tuple[int, ...]] = None
         self._kinds = ("ResourceQuota", "Pod", *sorted(set(_COUNTED.values()) - {"Pod", "ResourceQuota"}))
+        # uid -> what a quota's status was last made from, after that step's write: (its
+        # resourceVersion, the namespace's versions of the kinds its ``hard`` counts). The same
+        # inputs give the same status, which the quota then holds already: the step is skipped.
+        self._made: dict[str, tuple[str, tuple[int, ...]]] = {}
+
+    @staticmethod
+    def _counted_kinds(hard: dict[str, Any]) -> tuple[str, ...]:
+        """The kinds namespace_usage reads for these resources (Pod for the compute ones)."""
+        return tuple(sorted({"Pod" if r in _COMPUTE else _COUNTED[r] for r in hard if r in _COMPUTE or r in _COUNTED}))
 
     def reconcile(self) -> None:
         # Skipped unless a quota or something it counts changed (a store version moved).
@@ -249,10 +258,15 @@ class QuotaController:
             return
         for q in self.store.list("ResourceQuota"):
             hard = (q.get("spec") or {}).get("hard") or {}
-            used = namespace_usage(self.store, q["metadata"]["namespace"], set(hard))
+            md = q["metadata"]
+            ns, kinds = md["namespace"], self._counted_kinds(hard)
+            if self._made.get(md["uid"]) == (md["resourceVersion"], self.store.namespace_version(ns, *kinds)):
+                continue
+            used = namespace_usage(self.store, ns, set(hard))
             status = {"hard": {r: format_quantity(r, _value(r, v)) for r, v in hard.items()},
                       "used": {r: format_quantity(r, used[r]) for r in hard}}
             if q.get("status") != status:
                 q["status"] = status
                 self.store.touch(q)
+            self._made[md["uid"]] = (md["resourceVersion"], self.store.namespace_version(ns, *kinds))
         self._synced = self.store.kind_version(*self._kinds)

@@ -40,6 +40,7 @@ from typing import Any, Optional, Protocol
 from ..k8s.objects import EventRecorder, pod_is_active, pod_is_ready, selector_matches, set_condition
 from ..k8s.quantity import cpu_millicores, memory_bytes
 from ..k8s.store import Store, iso
+from .label_index import LabelIndex
 
 SYNC_SECONDS = 15.0
 TOLERANCE = 0.1
@@ -124,10 +125,14 @@ class HorizontalPodAutoscalerController:
         self.events = events
         self.metrics = metrics
         self._memory: dict[str, _Memory] = {}
-        # The active pods by (namespace, ``app`` label), built once per pass: every Deployment of
-        # the apps selects on that label alone, and 30 autoscalers each scanning a namespace's
+        # The pods by (namespace, ``app`` label), kept from the store's changes: every Deployment
+        # of the apps selects on that label alone, and 30 autoscalers each scanning a namespace's
         # pods would cost more than the rest of the controller.
+        self._app_pods = LabelIndex(store, "Pod", "app")
+        # The same, built once per pass, for a selector on a non-string ``app`` value.
         self._by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
+        # (pod uid, resource) -> (the pod's resourceVersion, _pod_request then)
+        self._requests: dict[tuple[str, str], tuple[str, int]] = {}
 
     def reconcile(self) -> None:
         hpas = self.store.list("HorizontalPodAutoscaler")
@@ -151,6 +156,8 @@ class HorizontalPodAutoscalerController:
     def _selected(self, ns: str, selector: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
         match = (selector or {}).get("matchLabels") or {}
         if selector and list(selector) == ["matchLabels"] and list(match) == ["app"]:
+            if isinstance(match["app"], str):  # (the index files string values, all a str can equal)
+                return [p for p in self._app_pods.members(ns, match["app"]) if pod_is_active(p)]
             if self._by_app is None:
                 self._by_app = {}
                 for p in self.store.list("Pod"):
@@ -257,7 +264,7 @@ class HorizontalPodAutoscalerController:
             samples, requests = {}, 0
             for p in pods:
                 usage = self.metrics.pod_usage_by_uid(p["metadata"]["uid"])
-                req = _pod_request(p, name)
+                req = self._pod_request(p, name)
                 if req == 0 and target.get("type") == "Utilization":
                     raise MetricError("FailedGetResourceMetric",
                                       f"failed to get {name} utilization: missing request for {name} in container "
@@ -325,6 +332,18 @@ class HorizontalPodAutoscalerController:
         name = ((metric.get(str(t).lower() if t else "") or {}).get("metric") or {}).get("name", "")
         raise MetricError("FailedGetExternalMetric", f"failed to get external metric {name}: unable to get external "
                                                      f"metric {name}: no metrics returned from external metrics API")
+
+    def _pod_request(self, pod: dict[str, Any], resource: str) -> int:
+        """:func:`_pod_request`, kept per pod and resource while the pod's resourceVersion
+        stands (it reads the pod's spec alone, which moves it)."""
+        md = pod["metadata"]
+        key = (md["uid"], resource)
+        cached = self._requests.get(key)
+        if cached is None or cached[0] != md["resourceVersion"]:
+            if len(self._requests) > 4096:  # (bounded: more than any cluster's pods)
+                self._requests.clear()
+            cached = self._requests[key] = (md["resourceVersion"], _pod_request(pod, resource))
+        return cached[1]
 
     def _rates(self, name: str, pods: list[dict[str, Any]], reason: str) -> dict[str, float]:
         if name != REQUEST_RATE:

@@ -28,6 +28,7 @@ from . import priority
 from .admission_quota import admit
 from .defaults import default_pod_spec, qos_class
 from .endpointslices import EndpointSliceController
+from .label_index import LabelIndex
 
 REVISION = "deployment.kubernetes.io/revision"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
@@ -97,6 +98,17 @@ class Controllers:
         # tells every change, _note_change). Until one of those, a collection finds nothing.
         self._orphans_possible = True
         store.listeners.append(self._note_change)
+        # The uids of the owners (Deployments, ReplicaSets, ReplicationControllers) that may have
+        # moved since a pass last looked at them: the object itself was written, or an object of
+        # its group (a ReplicaSet of a Deployment, a Pod of a pod owner) was written, added or
+        # gone — the store tells every change (_note_moved). An owner seen idle whose uid is not
+        # here has the resourceVersions it was seen with, so the pass skips it without reading
+        # them (a mark too many only costs that reading).
+        self._moved: set[str] = set()
+        # (kind, namespace, name) of a ReplicaSet or Pod -> the uid of its controlling owner when
+        # last written: a change that drops or swaps the owner moves the former owner's group too.
+        self._filed: dict[tuple[str, str, str], str] = {}
+        store.listeners.append(self._note_moved)
         self._quiet: tuple[int, ...] = ()  # the kinds' versions at a whole pass that wrote nothing …
         self._quiet_until = FOREVER  # … and until when a pass over them stays a no-op
 
@@ -113,17 +125,26 @@ class Controllers:
         if inputs == self._quiet and now <= self._quiet_until:
             return
         idle, self._idle = self._idle, {}
+        # Marks made before this pass; those made during it (a Deployment's pass scales its
+        # ReplicaSets) land in the new self._moved, read as well and kept for the next pass.
+        moved, self._moved = self._moved, set()
         before = self.store.resource_version
         quiet_until = FOREVER
-        for d in list(self.store.list("Deployment")):
-            rss = self.store.owned("ReplicaSet", d["metadata"]["uid"])
+        for d in self.store.list("Deployment"):
+            uid = d["metadata"]["uid"]
             due = self._idle_until(d)
             quiet_until = min(quiet_until, due)
-            self._unless_idle(idle, d, "ReplicaSet", rss, now <= due)
+            if now <= due and uid in idle and uid not in moved and uid not in self._moved:
+                self._idle[uid] = idle[uid]  # unmoved since seen idle: the same inputs
+                continue
+            self._unless_idle(idle, d, "ReplicaSet", self.store.owned("ReplicaSet", uid), now <= due)
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
-            # (a refused one retries on time)
-            self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", rs["metadata"]["uid"]),
-                              rs["metadata"]["uid"] not in self._refused)
+            uid = rs["metadata"]["uid"]
+            may_skip = uid not in self._refused  # (a refused one retries on time)
+            if may_skip and uid in idle and uid not in moved and uid not in self._moved:
+                self._idle[uid] = idle[uid]
+                continue
+            self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", uid), may_skip)
         for _, _, retry_at, _ in self._refused.values():
             quiet_until = min(quiet_until, retry_at)
         self.collect_garbage()
@@ -526,10 +547,34 @@ class Controllers:
             self._orphans_possible = owner is None or owner["metadata"]["uid"] != ref.get("uid")
 
 
+    def _note_moved(self, type_: str, obj: dict[str, Any]) -> None:
+        """The store's listener (under its lock): mark the owners whose inputs this change moves
+        (see ``_moved``): the object if it is an owner, and the owner of its group before and
+        after (what the store's owner index files it under, for the kinds grouped here)."""
+        kind = obj.get("kind")
+        if kind not in _GROUPED_KINDS:
+            return
+        md = obj["metadata"]
+        if kind in _MARKED_OWNERS:
+            self._moved.add(md.get("uid"))
+        if kind in _OWNED_KINDS:
+            key = (kind, md.get("namespace") or "", md["name"])
+            was = self._filed.pop(key, None)
+            if was is not None:
+                self._moved.add(was)
+            ref = controller_of(obj) if type_ != "DELETED" else None
+            if ref is not None and ref.get("uid") is not None:
+                self._filed[key] = ref["uid"]
+                self._moved.add(ref["uid"])
+
+
 #: (kind, the kind of its controlling owner) pairs the garbage collector deletes orphans of.
 _OWNED_BY = (("ReplicaSet", "Deployment"), ("Pod", "ReplicaSet"), ("Pod", "ReplicationController"))
 _OWNED_KINDS = frozenset(k for k, _ in _OWNED_BY)
 _OWNER_KINDS = frozenset(o for _, o in _OWNED_BY)
+#: The owners a workload pass reconciles, and every kind whose change moves one's inputs.
+_MARKED_OWNERS = frozenset({"Deployment", *POD_OWNERS})
+_GROUPED_KINDS = _MARKED_OWNERS | _OWNED_KINDS
 
 
 def _component(owner: dict[str, Any]) -> str:
@@ -548,6 +593,15 @@ class EndpointsController:
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
         self._ns_synced: dict[str, tuple[int, ...]] = {}  # namespace -> the same, within it
         self.slices = EndpointSliceController(store)  # kept with Endpoints, in the same pass
+        # The pods by (namespace, ``app`` label), kept from the store's changes: the apps'
+        # Services select on that label alone.
+        self._app_pods = LabelIndex(store, "Pod", "app")
+        # (namespace, name) of a Service that selects on ``app`` alone -> what its Endpoints
+        # were last made from, after that step's write: (the Service's resourceVersion, its
+        # app group's version, the Endpoints' resourceVersion or None). The same inputs give
+        # the same addresses, which the Endpoints then hold already: the step is skipped.
+        self._made: dict[tuple[str, str], tuple[str, int, Any]] = {}
+        self._pruned: tuple[int, ...] = ()  # the Service and Endpoints versions after the last orphan sweep
 
     def reconcile(self) -> None:
         if self.store.kind_version("Pod", "Service", "Endpoints") != self._synced:
@@ -559,30 +613,52 @@ class EndpointsController:
         # A namespace's Endpoints are a function of its own pods, Services and Endpoints: one
         # whose versions of those kinds stand where the last pass left them (_ns_synced, taken
         # after its writes) would be given the same Endpoints again, and is skipped.
+        # Within a namespace that moved, a Service selecting on ``app`` alone is a function of
+        # its app group (_made): one whose group, Service and Endpoints stood still is skipped.
         by_label: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # (ns, key, value) -> pods
+        labelled: set[str] = set()  # the namespaces by_label holds
         dirty: dict[str, bool] = {}
 
         def changed(ns: str) -> bool:
             moved = dirty.get(ns)
             if moved is None:
                 moved = dirty[ns] = self._ns_synced.get(ns) != self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
-                if moved:
-                    for p in self.store.list("Pod", ns):
-                        if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
-                            for k, v in (p["metadata"].get("labels") or {}).items():
-                                by_label.setdefault((ns, k, v), []).append(p)
             return moved
+
+        def addressed(ns: str, key: str, value: Any) -> list[dict[str, Any]]:
+            """The namespace's pods with an address (on a node, with an IP) and this label."""
+            if ns not in labelled:
+                labelled.add(ns)
+                for p in self.store.list("Pod", ns):
+                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                        for k, v in (p["metadata"].get("labels") or {}).items():
+                            by_label.setdefault((ns, k, v), []).append(p)
+            return by_label.get((ns, key, value), [])
 
         for svc in self.store.list("Service"):
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             if not changed(ns):
                 continue
             selector = svc["spec"].get("selector")
+            app = selector["app"] if selector and list(selector) == ["app"] and isinstance(selector["app"], str) \
+                else None
+            made = None
+            if app is not None:
+                ep = self.store.get("Endpoints", ns, name)
+                made = (svc["metadata"]["resourceVersion"], self._app_pods.version(ns, app),
+                        None if ep is None else ep["metadata"]["resourceVersion"])
+                if self._made.get((ns, name)) == made:
+                    continue
             ready: list[dict[str, Any]] = []
             not_ready: list[dict[str, Any]] = []
             if selector:
                 first = next(iter(selector.items()))
-                for p in by_label.get((ns, *first), []):
+                # (the app group in list order, less the pods without an address: what
+                # addressed() would give, without scanning the namespace)
+                candidates = addressed(ns, *first) if app is None else [
+                    p for p in self._app_pods.members(ns, app)
+                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP")]
+                for p in candidates:
                     if not selector_matches({"matchLabels": selector}, p["metadata"].get("labels") or {}):
                         continue
                     addr = {"ip": p["status"]["podIP"], "nodeName": p["spec"]["nodeName"],
@@ -608,9 +684,15 @@ class EndpointsController:
             elif ep.get("subsets") != subsets:
                 ep["subsets"] = subsets
                 self.store.touch(ep)
-        for ep in list(self.store.list("Endpoints")):
-            if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
-                self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+            if made is not None:
+                ep = self.store.get("Endpoints", ns, name)
+                self._made[(ns, name)] = (made[0], made[1], None if ep is None else ep["metadata"]["resourceVersion"])
+        # Endpoints whose Service is gone: none can appear while neither kind moves.
+        if self.store.kind_version("Service", "Endpoints") != self._pruned:
+            for ep in list(self.store.list("Endpoints")):
+                if self.store.get("Service", ep["metadata"]["namespace"], ep["metadata"]["name"]) is None:
+                    self.store.delete("Endpoints", ep["metadata"]["namespace"], ep["metadata"]["name"])
+            self._pruned = self.store.kind_version("Service", "Endpoints")
         for ns in dirty:
             self._ns_synced[ns] = self.store.namespace_version(ns, *_ENDPOINTS_INPUTS)
 

@@ -38,6 +38,11 @@ class CronJobController:
         self._next: dict[str, tuple[str, Optional[datetime]]] = {}  # uid -> (resourceVersion, next schedule)
         self._quiet: tuple[int, ...] = ()
         self._quiet_until = FOREVER
+        # uid -> ((its resourceVersion, the store's owned_version of the Jobs it controls), the
+        # wake its step returned) at a step that wrote nothing and read no time but to see that
+        # the next schedule is still ahead (suspended, no valid schedule, or the next time
+        # later than now): until that wake, the same inputs give the same empty step, skipped.
+        self._idle: dict[str, tuple[tuple[str, int], datetime]] = {}
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -54,9 +59,29 @@ class CronJobController:
                     by_owner.setdefault(ref["uid"], []).append(job)
         wake = FOREVER
         for cj in list(cronjobs):
-            wake = min(wake, self.reconcile_cronjob(cj, by_owner.get(cj["metadata"]["uid"], []), now))
+            md = cj["metadata"]
+            uid = md["uid"]
+            key = (md["resourceVersion"], self.store.owned_version("Job", uid))
+            seen = self._idle.get(uid)
+            if seen is not None and seen[0] == key and now < seen[1]:
+                wake = min(wake, seen[1])
+                continue
+            mark = self.store.resource_version
+            step_wake = self.reconcile_cronjob(cj, by_owner.get(uid, []), now)
+            wake = min(wake, step_wake)
+            if self.store.resource_version == mark and self._ahead(cj, now):
+                self._idle[uid] = (key, step_wake)
+            else:
+                self._idle.pop(uid, None)
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, wake) if quiet else ((), FOREVER)
+
+    def _ahead(self, cj: dict[str, Any], now: datetime) -> bool:
+        """Did a step read no time but to see that no schedule is due (_due's first check)?"""
+        if cj["spec"].get("suspend"):
+            return True
+        nxt = self._cached_next(cj)
+        return nxt is None or nxt > now
 
     def reconcile_cronjob(self, cj: dict[str, Any], jobs: list[dict[str, Any]], now: datetime) -> datetime:
         spec, status = cj["spec"], cj.setdefault("status", {})

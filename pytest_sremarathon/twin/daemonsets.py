@@ -90,8 +90,11 @@ class DaemonSetController:
         self._quiet = inputs if self.store.resource_version == before else ()
 
     def _pods(self, ds: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = ds["metadata"]["uid"]
-        return [p for p in self.store.list("Pod", ds["metadata"]["namespace"]) if (controller_of(p) or {}).get("uid") == uid]
+        """The pods of the set's namespace whose controlling owner it is, in list order: the
+        store's owner index has them (by the same first ``controller`` reference), without a
+        scan of the namespace."""
+        ns = ds["metadata"]["namespace"]
+        return [p for p in self.store.owned("Pod", ds["metadata"]["uid"]) if p["metadata"]["namespace"] == ns]
 
     def _template_hash(self, ds: dict[str, Any]) -> str:
         key = (ds["metadata"]["uid"], int(ds["metadata"].get("generation", 1)))

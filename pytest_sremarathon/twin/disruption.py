@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from ..k8s.objects import controller_of, pod_is_active, pod_is_ready, selector_matches, set_condition
 from ..k8s.store import ApiError, Store
+from .label_index import LabelIndex
 
 EVICTION_REFUSED = "Cannot evict pod as it would violate the pod's disruption budget."
 
@@ -80,10 +81,21 @@ def _app_selected(pdb: dict[str, Any]) -> Optional[str]:
     return match["app"]
 
 
-def _inputs(store: Store, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[Any, ...]:
+#: An object :func:`_inputs` looked up: (kind, name, its resourceVersion or None if missing).
+_Lookup = tuple[str, str, Optional[str]]
+
+
+def _rv(store: Store, kind: str, ns: str, name: str) -> Optional[str]:
+    obj = store.get(kind, ns, name)
+    return None if obj is None else obj["metadata"]["resourceVersion"]
+
+
+def _inputs(store: Store, pdb: dict[str, Any], pods: list[dict[str, Any]],
+            lookups: Optional[dict[tuple[str, str], Optional[str]]] = None) -> tuple[Any, ...]:
     """The resourceVersions of all that :func:`compute_status` reads for these selected pods:
     the budget, the pods (which, and their readiness) and the objects _expected_scale looks up
-    (each pod's controller by name, and its Deployment), None for one that is missing."""
+    (each pod's controller by name, and its Deployment), None for one that is missing. Those
+    lookups go into ``lookups`` too ((kind, name) -> resourceVersion, each once)."""
     ns = pdb["metadata"]["namespace"]
     parts: list[Optional[str]] = [pdb["metadata"]["resourceVersion"]]
     for p in pods:
@@ -91,15 +103,22 @@ def _inputs(store: Store, pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tu
         ref = controller_of(p)
         if ref is None:
             continue
-        owner = store.get(ref.get("kind", ""), ns, ref.get("name", ""))
+        kind, name = ref.get("kind", ""), ref.get("name", "")
+        owner = store.get(kind, ns, name)
         if owner is None:
             parts.append(None)
+            if lookups is not None:
+                lookups[(kind, name)] = None
             continue
         parts.append(owner["metadata"]["resourceVersion"])
+        if lookups is not None:
+            lookups[(kind, name)] = owner["metadata"]["resourceVersion"]
         top = controller_of(owner)
         if top is not None and top.get("kind") == "Deployment":
             dep = store.get("Deployment", ns, top.get("name", ""))
             parts.append(None if dep is None else dep["metadata"]["resourceVersion"])
+            if lookups is not None:
+                lookups[("Deployment", top.get("name", ""))] = parts[-1]
     return tuple(parts)
 
 
@@ -134,42 +153,56 @@ class DisruptionController:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._seen: Optional[tuple[int, ...]] = None
-        # uid -> what a budget's status was computed from (_inputs), at a refresh that wrote
-        # nothing: the same inputs give the same status (the condition's time is only taken
-        # when it changes), so the refresh is skipped.
-        self._idle: dict[str, tuple[Any, ...]] = {}
+        # uid -> what a budget's status was computed from, at a refresh that wrote nothing: the
+        # same inputs give the same status (the condition's time is only taken when it
+        # changes), so the refresh is skipped. Kept as (the budget's resourceVersion, its app
+        # group's version in _app_pods, the owners _inputs looked up, _inputs): while the first
+        # two stand, the pods and their owner references are those seen, so _inputs is equal
+        # again exactly when each looked-up owner still has its resourceVersion.
+        self._idle: dict[str, tuple[tuple[str, int], tuple[_Lookup, ...], tuple[Any, ...]]] = {}
+        # The pods by (namespace, ``app`` label), kept from the store's changes: the apps'
+        # budgets select on that label alone.
+        self._app_pods = LabelIndex(store, "Pod", "app")
+        self._apps: dict[str, tuple[str, Optional[str]]] = {}  # uid -> (resourceVersion, _app_selected then)
 
     def reconcile(self) -> None:
         version = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
         if version == self._seen:
             return
-        # The active pods by (namespace, ``app`` label), built once per pass for the budgets that
-        # select on that label alone (every app's): the pass writes budgets only, so it stays
-        # what selected_pods would find, in the same (list) order.
-        by_app: Optional[dict[tuple[str, str], list[dict[str, Any]]]] = None
         idle, self._idle = self._idle, {}
         for pdb in self.store.list("PodDisruptionBudget"):
-            app = _app_selected(pdb)
-            pods = None
-            if app is not None:
-                if by_app is None:
-                    by_app = {}
-                    for p in self.store.list("Pod"):
-                        label = (p["metadata"].get("labels") or {}).get("app")
-                        if label is not None and pod_is_active(p):
-                            by_app.setdefault((p["metadata"]["namespace"], label), []).append(p)
-                pods = by_app.get((pdb["metadata"]["namespace"], app), [])
-                uid, inputs = pdb["metadata"]["uid"], _inputs(self.store, pdb, pods)
-                if idle.get(uid) == inputs:
-                    self._idle[uid] = inputs
-                    continue
-                rv = pdb["metadata"]["resourceVersion"]
-                refresh(self.store, pdb, pods)
-                if pdb["metadata"]["resourceVersion"] == rv:
-                    self._idle[uid] = inputs
+            md = pdb["metadata"]
+            uid, rv, ns = md["uid"], md["resourceVersion"], md["namespace"]
+            app = self._app_selected(uid, rv, pdb)
+            if app is None:
+                refresh(self.store, pdb)
                 continue
-            refresh(self.store, pdb)
+            stand = (rv, self._app_pods.version(ns, app))
+            seen = idle.get(uid)
+            if seen is not None and seen[0] == stand and \
+                    all(_rv(self.store, kind, ns, name) == was for kind, name, was in seen[1]):
+                self._idle[uid] = seen  # the same _inputs, without reading them again
+                continue
+            # The app's active pods: what selected_pods finds, in the same (list) order (the
+            # pass writes budgets only).
+            pods = [p for p in self._app_pods.members(ns, app) if pod_is_active(p)]
+            lookups: dict[tuple[str, str], Optional[str]] = {}
+            inputs = _inputs(self.store, pdb, pods, lookups)
+            memo = (stand, tuple((kind, name, was) for (kind, name), was in lookups.items()), inputs)
+            if seen is not None and seen[2] == inputs:
+                self._idle[uid] = memo
+                continue
+            refresh(self.store, pdb, pods)
+            if md["resourceVersion"] == rv:
+                self._idle[uid] = memo
         self._seen = self.store.kind_version("PodDisruptionBudget", "Pod", "Deployment", "ReplicaSet")
+
+    def _app_selected(self, uid: str, rv: str, pdb: dict[str, Any]) -> Optional[str]:
+        """:func:`_app_selected`, kept per budget while its resourceVersion stands."""
+        cached = self._apps.get(uid)
+        if cached is None or cached[0] != rv:
+            cached = self._apps[uid] = (rv, _app_selected(pdb))
+        return cached[1]
 
 
 def refresh(store: Store, pdb: dict[str, Any], pods: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:

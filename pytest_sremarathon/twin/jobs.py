@@ -67,6 +67,11 @@ class JobController:
         self._counted: dict[str, set[str]] = {}  # job uid -> its pods already counted succeeded/failed
         self._quiet: tuple[int, ...] = ()
         self._quiet_until = FOREVER
+        # uid -> ((its resourceVersion, the store's owned_version of the pods it controls), the
+        # wake its step returned) at a step that wrote nothing: until that wake (its deadline,
+        # its backoff, its TTL: the only times a step reads) the same inputs give the same empty
+        # step, skipped.
+        self._idle: dict[str, tuple[tuple[str, int], datetime]] = {}
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -75,11 +80,28 @@ class JobController:
             return
         before = self.store.resource_version
         jobs = self.store.list("Job")
-        by_job = self._pods_by_job(jobs)
+        # The namespaces _pods_by_job scans (those of the unfinished Jobs), taken before any
+        # step, as it does.
+        namespaces = {j["metadata"]["namespace"] for j in jobs if not finished(j)}
         wake = FOREVER
         for job in jobs:
-            wake = min(wake, self.reconcile_job(job, by_job.get(job["metadata"]["uid"], []), now))
+            md = job["metadata"]
+            uid = md["uid"]
+            key = (md["resourceVersion"], self.store.owned_version("Pod", uid))
+            seen = self._idle.get(uid)
+            if seen is not None and seen[0] == key and now < seen[1]:
+                wake = min(wake, seen[1])
+                continue
+            mark = self.store.resource_version
+            step_wake = self.reconcile_job(job, self._job_pods(uid, namespaces), now)
+            wake = min(wake, step_wake)
+            if self.store.resource_version == mark:
+                self._idle[uid] = (key, step_wake)
+            else:
+                self._idle.pop(uid, None)
         live = {j["metadata"]["uid"] for j in self.store.list("Job")}
+        for uid in [u for u in self._idle if u not in live]:
+            del self._idle[uid]
         for uid in [u for u in self._counted if u not in live]:
             del self._counted[uid]
         quiet = self.store.resource_version == before
@@ -95,6 +117,13 @@ class JobController:
                 if ref is not None and ref.get("kind") == "Job":
                     out.setdefault(ref["uid"], []).append(p)
         return out
+
+    def _job_pods(self, uid: str, namespaces: set[str]) -> list[dict[str, Any]]:
+        """``_pods_by_job(jobs).get(uid, [])`` without the scan: the pods in those namespaces
+        whose controlling owner is a Job of this uid, from the store's owner index (filed by the
+        same first ``controller`` reference), in the same order (by namespace, then name)."""
+        return [p for p in self.store.owned("Pod", uid) if p["metadata"]["namespace"] in namespaces
+                and (controller_of(p) or {}).get("kind") == "Job"]
 
     def cpu_demand(self) -> dict[str, float]:
         """Pod uid -> the millicores each running Job pod burns: batch work is CPU-bound and

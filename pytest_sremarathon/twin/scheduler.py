@@ -6,6 +6,7 @@ the real FailedScheduling message."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Optional, Protocol
 
 from ..k8s.objects import EventRecorder, condition, pod_is_active, selector_matches, set_condition
@@ -68,6 +69,10 @@ class Scheduler:
         self.events = events
         self._ip_counters: Counter[str] = Counter()
         self.volumes: Optional[VolumeBinding] = None  # set by the cluster; pods without claims skip it
+        # uid -> (resourceVersion, pod_requests then) of the bound pods _usage last summed: a
+        # pod's requests are in its spec, which only a store write (a new resourceVersion) changes.
+        self._requests: dict[str, tuple[str, tuple[int, int]]] = {}
+        self._lowest: tuple[tuple[int, ...], int] = ((), 0)  # (Pod version, _lowest_priority's scan then)
 
     def reconcile(self) -> None:
         pending = [p for p in self.store.list("Pod") if not p["spec"].get("nodeName") and pod_is_active(p)]
@@ -126,8 +131,13 @@ class Scheduler:
         only for a pod that fits nowhere."""
         if not self._negative():
             return 0
-        return min([0] + [priority_of(p) for p in self.store.list("Pod")
-                          if p["spec"].get("nodeName") and pod_is_active(p)])
+        # A function of the pods alone (binding, phase and priority are all written through
+        # the store): kept while no Pod moves, as between the pending pods of one pass.
+        version = self.store.kind_version("Pod")
+        if self._lowest[0] != version:
+            self._lowest = (version, min([0] + [priority_of(p) for p in self.store.list("Pod")
+                                                if p["spec"].get("nodeName") and pod_is_active(p)]))
+        return self._lowest[1]
 
     def _negative(self) -> bool:
         """Is any PriorityClass below 0? (Without one no pod is, and the scan is skipped.)"""
@@ -135,13 +145,20 @@ class Scheduler:
 
     def _usage(self) -> dict[str, list[int]]:
         usage: dict[str, list[int]] = {}
+        requests, kept = self._requests, {}
         for p in self.store.list("Pod"):
             n = p["spec"].get("nodeName")
             if n and pod_is_active(p):
-                cpu, mem = pod_requests(p)
+                md = p["metadata"]
+                cached = requests.get(md["uid"])
+                if cached is None or cached[0] != md["resourceVersion"]:
+                    cached = (md["resourceVersion"], pod_requests(p))
+                kept[md["uid"]] = cached
+                cpu, mem = cached[1]
                 u = usage.setdefault(n, [0, 0])
                 u[0] += cpu
                 u[1] += mem
+        self._requests = kept
         return usage
 
     def _pick(self, pod: dict[str, Any], nodes: list[dict[str, Any]],
@@ -164,7 +181,7 @@ class Scheduler:
                     feasible.append(node)
         if not feasible:
             return None, reasons
-        return min(feasible, key=lambda n: self._score(pod, n, usage)), reasons
+        return min(feasible, key=self._scorer(pod, feasible, usage)), reasons
 
     def _unfit(self, pod: dict[str, Any], node: dict[str, Any]) -> Optional[str]:
         """Why the pod cannot go to the node whatever its free resources (None: it could)."""
@@ -184,21 +201,32 @@ class Scheduler:
             return "node(s) had volume node affinity conflict"
         return None
 
-    def _score(self, pod: dict[str, Any], node: dict[str, Any], usage: dict[str, list[int]]) -> tuple:
-        """Lower is better: fewest matching pods in the zone (spread), then on the node, then
-        least requested CPU, then name for determinism."""
-        spread = 0
+    def _scorer(self, pod: dict[str, Any], feasible: list[dict[str, Any]],
+                usage: dict[str, list[int]]) -> Callable[[dict[str, Any]], tuple]:
+        """The nodes' scores for this pod, lower is better: fewest matching pods in the zone
+        (spread), then on the node (of the pod's app), then least requested CPU, then name for
+        determinism. The namespace's pods are counted once per spread constraint (by their
+        node's label) and once per node, not scanned again per node: nothing is written while
+        the nodes are compared."""
+        pods = self.store.list("Pod", pod["metadata"]["namespace"])
+        spread: list[tuple[Any, Counter[Optional[str]]]] = []
         for c in pod["spec"].get("topologySpreadConstraints") or []:
             key = c.get("topologyKey")
-            value = (node["metadata"].get("labels") or {}).get(key)
-            spread += sum(1 for p in self.store.list("Pod", pod["metadata"]["namespace"])
-                          if p["spec"].get("nodeName") and pod_is_active(p) and p is not pod
-                          and selector_matches(c.get("labelSelector"), p["metadata"].get("labels") or {})
-                          and self._node_label(p["spec"]["nodeName"], key) == value)
-        same_node = sum(1 for p in self.store.list("Pod", pod["metadata"]["namespace"])
-                        if p["spec"].get("nodeName") == node["metadata"]["name"] and pod_is_active(p)
-                        and p["metadata"].get("labels", {}).get("app") == pod["metadata"].get("labels", {}).get("app"))
-        return (spread, same_node, usage.get(node["metadata"]["name"], [0, 0])[0], node["metadata"]["name"])
+            spread.append((key, Counter(
+                self._node_label(p["spec"]["nodeName"], key) for p in pods
+                if p["spec"].get("nodeName") and pod_is_active(p) and p is not pod
+                and selector_matches(c.get("labelSelector"), p["metadata"].get("labels") or {}))))
+        names = {n["metadata"]["name"] for n in feasible}
+        same_app = Counter(p["spec"]["nodeName"] for p in pods
+                           if p["spec"].get("nodeName") in names and pod_is_active(p)
+                           and p["metadata"].get("labels", {}).get("app") == pod["metadata"].get("labels", {}).get("app"))
+
+        def score(node: dict[str, Any]) -> tuple:
+            name = node["metadata"]["name"]
+            labels = node["metadata"].get("labels") or {}
+            return (sum(by_value[labels.get(key)] for key, by_value in spread), same_app[name],
+                    usage.get(name, [0, 0])[0], name)
+        return score
 
     def _node_label(self, node_name: str, key: str) -> Optional[str]:
         node = self.store.get("Node", None, node_name)
