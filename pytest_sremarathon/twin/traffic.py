@@ -74,12 +74,16 @@ class Network:
         return base + self.zone_latency_ms.get(a, 0.0) + (self.zone_latency_ms.get(b, 0.0) if a != b else 0.0)
 
 
-# One request being served: ``[container, work_ms, waited_ms]``, the container serving it (None
-# for the load balancer's side, a probe's or hook's unknown caller), the CPU work its handler
-# declared and the time it waited on calls of its own. A list, not a class: every call makes one,
-# and a list literal costs a fraction of a class's __init__.
-_Frame = list[Any]
-_CONTAINER, _WORK, _WAITED = 0, 1, 2
+class _Frame:
+    """One request being served: the CPU work its handler declared and the time it waited on
+    calls of its own."""
+
+    __slots__ = ("container", "work_ms", "downstream_ms")
+
+    def __init__(self, container: Optional[Container]) -> None:
+        self.container = container
+        self.work_ms = 0.0
+        self.downstream_ms = 0.0
 
 
 @dataclass
@@ -319,7 +323,7 @@ class TrafficEngine:
                     if ingress is None:
                         ingress = balancers[zone] = Context(app=ns, service=INGRESS, pod=INGRESS, zone=zone,
                                                             config_data={}, router=self, logger=_no_log)
-                    self._stack = [[None, 0.0, 0.0]]
+                    self._stack = [_Frame(None)]
                     if tracer is not None:
                         self._trace = tracer.next()
                     try:
@@ -327,7 +331,7 @@ class TrafficEngine:
                     except ServiceError as exc:
                         if self._trace is not None and not self._trace.raw:  # the entry Service reached no pod
                             self._trace.client_error(1, None, ns, entry, endpoint, 0.0,
-                                                     self._stack[0][_WAITED], exc.status, str(exc))
+                                                     self._stack[0].downstream_ms, exc.status, str(exc))
         self._trace = None
         assert self.kubelet is not None
         for uid, c in self.kubelet.containers.items():
@@ -342,7 +346,7 @@ class TrafficEngine:
     # -- the Router protocol ---------------------------------------------------------------
     def work(self, ctx: Context, ms: float) -> None:
         if self._stack:
-            self._stack[-1][_WORK] += ms
+            self._stack[-1].work_ms += ms
 
     def call(self, ctx: Context, service: str, endpoint: str, payload: dict) -> dict:
         timeout = _timeout_ms(ctx.config_data.get("REQUEST_TIMEOUT_MS", DEFAULT_TIMEOUT_MS))
@@ -358,18 +362,18 @@ class TrafficEngine:
         return self._external(ctx, name, op, payload)
 
     def _external(self, ctx: Context, name: str, op: str, payload: dict) -> dict:
-        caller: _Frame = self._stack[-1] if self._stack else [None, 0.0, 0.0]
+        caller = self._stack[-1] if self._stack else _Frame(None)
         app = self.apps.get(ctx.app)
         spec = app.externals.get(name) if app is not None else None
         if spec is None:
-            caller[_WAITED] += 2.0
+            caller.downstream_ms += 2.0
             raise ServiceError(name, 503, f"dial tcp: lookup {name}: no such host",
                                origin=self._component(ctx.app, ctx.service))
         if ctx.zone in self.network.dns_broken_zones:
-            caller[_WAITED] += DNS_TIMEOUT_MS
+            caller.downstream_ms += DNS_TIMEOUT_MS
             raise ServiceError(name, 503, f"dial tcp: lookup {spec.host} on 10.96.0.10:53: read udp: i/o timeout",
                                origin=f"zone:{ctx.zone}")
-        caller[_WAITED] += spec.latency_ms
+        caller.downstream_ms += spec.latency_ms
         if name in self.network.externals_down:
             raise ServiceError(name, 503, f"POST https://{spec.host}/v1/{op}: 503 Service Unavailable",
                                origin=f"external:{name}")
@@ -383,7 +387,7 @@ class TrafficEngine:
         """Run a probe or startup hook in a container, with its downstream calls counted."""
         saved_stack, saved_weight = self._stack, self.weight
         container = self._container_of(ctx)
-        self._stack, self.weight = [[container, 0.0, 0.0]], weight
+        self._stack, self.weight = [_Frame(container)], weight
         try:
             value = fn()
             error = None
@@ -393,8 +397,8 @@ class TrafficEngine:
             value, error = None, f"{type(exc).__name__}: {exc}"
             ctx.log("ERROR readiness check failed\n" + format_exception(exc))
         frame = self._stack[0]
-        latency = frame[_WORK] * self._slowdown.get(container.pod_uid, 1.0) if container else frame[_WORK]
-        latency += frame[_WAITED]
+        latency = frame.work_ms * self._slowdown.get(container.pod_uid, 1.0) if container else frame.work_ms
+        latency += frame.downstream_ms
         self._stack, self.weight = saved_stack, saved_weight
         return Outcome(value=value, error=error, latency_ms=latency)
 
@@ -411,7 +415,7 @@ class TrafficEngine:
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
         if handler is None or target.ctx is None:
             return 404, {"error": f"no handler for {endpoint!r}", "origin": me}, 0.0
-        frame: _Frame = [target, 0.0, 0.0]
+        frame = _Frame(target)
         with self._aside(rng, now):
             self._stack.append(frame)
             try:
@@ -425,7 +429,7 @@ class TrafficEngine:
                 status, body = 500, {"error": "Internal Server Error", "origin": me}
                 self._log_error(target, endpoint, f"ERROR {endpoint} failed\n{format_exception(exc)}",
                                 key=type(exc).__name__)
-        latency = frame[_WORK] * self._slowdown.get(target.pod_uid, 1.0) + frame[_WAITED]
+        latency = frame.work_ms * self._slowdown.get(target.pod_uid, 1.0) + frame.downstream_ms
         return status, body, latency + self.network.pod_delay_ms.get(target.pod_uid, 0.0)
 
     def ready(self, target: Container, rng: random.Random, now: datetime) -> tuple[bool, str, float]:
@@ -446,7 +450,7 @@ class TrafficEngine:
         of its own (thrown away: the scrape never counts them), its own random stream, its own
         time."""
         saved = self._stack, self.weight, self._rng, self._now, self.samples
-        self._stack, self.weight, self._now, self.samples = [[None, 0.0, 0.0]], 0.0, now, {}
+        self._stack, self.weight, self._now, self.samples = [_Frame(None)], 0.0, now, {}
         self._use_rng(rng)
         try:
             yield
@@ -479,28 +483,28 @@ class TrafficEngine:
         caller = self._stack[-1]
         network = self.network
         if network.dns_broken_zones and ctx.zone in network.dns_broken_zones and ctx.service != INGRESS:
-            caller[_WAITED] += DNS_TIMEOUT_MS
+            caller.downstream_ms += DNS_TIMEOUT_MS
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
                                              "read udp: i/o timeout", origin=f"zone:{ctx.zone}")
-        if network.dns_race_share and ctx.service != INGRESS and self._dns_race(ns, caller[_CONTAINER]):
+        if network.dns_race_share and ctx.service != INGRESS and self._dns_race(ns, caller.container):
             # the lost answer is asked again after the resolver's timeout, past most deadlines
-            caller[_WAITED] += min(timeout_ms, DNS_TIMEOUT_MS)
+            caller.downstream_ms += min(timeout_ms, DNS_TIMEOUT_MS)
             if timeout_ms <= DNS_TIMEOUT_MS:
                 raise ServiceError(service, 504, f"dial tcp: lookup {service}.{ns}.svc.cluster.local on 10.96.0.10:53: "
                                                  "read udp: i/o timeout", origin="service:kube-system/kube-dns")
         ep = self._endpoints.get((ns, service))
         if ep is None:  # the caller names a host that does not exist: the caller is misconfigured
-            caller[_WAITED] += 2.0
+            caller.downstream_ms += 2.0
             raise ServiceError(service, 503, f"dial tcp: lookup {service}.{ns}.svc.cluster.local: no such host",
                                origin=self._component(ns, service if ctx.service == INGRESS else ctx.service))
         if not ep.port_ok:
-            caller[_WAITED] += 1.0
+            caller.downstream_ms += 1.0
             log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, f"dial tcp {service}.{ns}: connect: connection refused",
                                origin=self._component(ns, service))
         candidates = ep.running
         if not candidates:
-            caller[_WAITED] += 1.0
+            caller.downstream_ms += 1.0
             log_sample(self.samples, ns, service, endpoint, None, "", "503", 0.0, self.weight)
             raise ServiceError(service, 503, "upstream connect error or disconnect/reset before headers. "
                                              "reset reason: connection failure (no healthy upstream)",
@@ -524,41 +528,41 @@ class TrafficEngine:
         else:  # hop_ms with no zone's latency added (0.4 + 0.0 + 0.0 is 0.4, 2.5 + 0.0 + 0.0 is 2.5)
             hop = 0.4 if zone == target.zone else 2.5
         if not network.node_up.get(target.node, True):
-            caller[_WAITED] += timeout_ms
+            caller.downstream_ms += timeout_ms
             log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=f"node:{target.node}")
         if network.partitions and ctx.service != INGRESS and not network.reachable(ctx.zone, target.zone):
-            caller[_WAITED] += timeout_ms
+            caller.downstream_ms += timeout_ms
             zones = "|".join(sorted((ctx.zone, target.zone)))
             raise UpstreamTimeout(service, timeout_ms, origin=f"network:{zones}")
         policies = self.policies
         if policies.active:
-            source, external = caller[_CONTAINER], ctx.service == INGRESS
+            source, external = caller.container, ctx.service == INGRESS
             # policies.call_allowed's memo read inline, by the same key (most calls are answered there)
             allowed = policies.pairs.get(("" if external else source.pod_uid if source is not None else "?",
                                           target.pod_uid, service))
             if allowed is None:
                 allowed = policies.call_allowed(source, external, target, service)
             if not allowed:
-                caller[_WAITED] += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
+                caller.downstream_ms += timeout_ms  # a NetworkPolicy drops the SYN: a connect timeout, no server span
                 raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
-        if network.clock_skew and caller[_CONTAINER] is not None:
-            refused = token_rejection(network.clock_skew, caller[_CONTAINER].node, target.node)
+        if network.clock_skew and caller.container is not None:
+            refused = token_rejection(network.clock_skew, caller.container.node, target.node)
             if refused is not None:  # the callee's token check fails before its handler runs
-                caller[_WAITED] += hop
+                caller.downstream_ms += hop
                 log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "401", hop, self.weight)
                 self._log_error(target, endpoint, f"WARN {endpoint}: rejected call from {ctx.pod}: {refused}", "token")
-                skewed = caller[_CONTAINER].node if network.clock_skew.get(caller[_CONTAINER].node) else target.node
+                skewed = caller.container.node if network.clock_skew.get(caller.container.node) else target.node
                 raise ServiceError(service, 401, refused, origin=f"node:{skewed}")
         uid = target.pod_uid
         shed = self._shed.get(uid)
         if shed and self._rng.random() < shed:  # queued behind work the pod's CPU limit cannot serve
             self._pod_work[uid] += self._mean_work.get(uid, 0.0) * self.weight
-            caller[_WAITED] += timeout_ms
+            caller.downstream_ms += timeout_ms
             log_sample(self.samples, ns, service, endpoint, pool, target.pod_name, "504", timeout_ms, self.weight)
             raise UpstreamTimeout(service, timeout_ms, origin=self._component(ns, service))
         handler = target.module.ENDPOINTS.get(endpoint) if target.module is not None else None
-        frame: _Frame = [target, 0.0, 0.0]
+        frame = _Frame(target)
         stack = self._stack
         stack.append(frame)
         error: Optional[ServiceError] = None
@@ -583,12 +587,12 @@ class TrafficEngine:
         finally:
             stack.pop()
         weight = self.weight
-        latency = frame[_WORK] * self._slowdown.get(uid, 1.0) + frame[_WAITED] + hop
+        latency = frame.work_ms * self._slowdown.get(uid, 1.0) + frame.downstream_ms + hop
         if network.pod_delay_ms:
             latency += network.pod_delay_ms.get(uid, 0.0)
         if self._trace is not None:  # a traced request: this call's server span
             self._server_span(self._trace, len(stack), target, endpoint, caller, hop, latency, error)
-        self._pod_work[uid] += frame[_WORK] * weight
+        self._pod_work[uid] += frame.work_ms * weight
         self._pod_requests[uid] += weight
         key = (ns, service, endpoint, target.pod_name, "200" if error is None else _CODES.get(error.status) or
                str(error.status), id(pool))
@@ -601,9 +605,9 @@ class TrafficEngine:
             lat = logged[3]
             lat[latency] = lat.get(latency, 0.0) + weight
         if latency > timeout_ms:
-            caller[_WAITED] += timeout_ms
+            caller.downstream_ms += timeout_ms
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
-        caller[_WAITED] += latency
+        caller.downstream_ms += latency
         if error is not None:
             raise error
         return result if isinstance(result, dict) else {"value": result}
@@ -617,13 +621,13 @@ class TrafficEngine:
         trace = self._trace
         assert trace is not None
         caller = self._stack[-1]
-        spans, waited = len(trace.raw), caller[_WAITED]
+        spans, waited = len(trace.raw), caller.downstream_ms
         try:
             return call()
         except ServiceError as exc:
             if len(trace.raw) == spans:
-                trace.client_error(len(self._stack), caller[_CONTAINER], namespace, service, endpoint,
-                                   caller[_WORK] + waited, caller[_WAITED] - waited, exc.status, str(exc))
+                trace.client_error(len(self._stack), caller.container, namespace, service, endpoint,
+                                   caller.work_ms + waited, caller.downstream_ms - waited, exc.status, str(exc))
             raise
 
     def _server_span(self, trace: ActiveTrace, depth: int, target: Container, endpoint: str, caller: _Frame,
@@ -632,7 +636,7 @@ class TrafficEngine:
         (its work and calls so far, which the callee cannot have changed) and lasts the
         server's own time, ``latency - hop``: its work, its calls and any injected pod delay,
         so added latency shows at the pod it was added to."""
-        at_ms = caller[_WORK] + caller[_WAITED] + hop / 2
+        at_ms = caller.work_ms + caller.downstream_ms + hop / 2
         if error is None:
             trace.span(depth, target, endpoint, at_ms, latency - hop)
             return
