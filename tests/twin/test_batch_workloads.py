@@ -281,6 +281,10 @@ def test_discovery_and_explain_for_the_batch_kinds(kc: Kubectl) -> None:
 
 
 def test_every_node_runs_the_log_shipper_and_a_drain_leaves_it(sim: Any, kc: Kubectl) -> None:
+    # The drain's evictions honour the apps' disruption budgets, which allow none until the
+    # apps' pods are ready; nothing advances the cluster while kubectl waits. Run first in its
+    # worker (pytest-xdist), the module's cluster has only had its first minute: let it settle.
+    sim.run(300)
     agents = [p for p in sim.store.list("Pod", "kube-system") if pod_is_active(p)
               and p["metadata"]["labels"].get("app.kubernetes.io/name") == "node-log-shipper"]
     assert sorted(p["spec"]["nodeName"] for p in agents) == sorted(_nodes(sim))
