@@ -99,6 +99,14 @@ def test_create_token_prints_a_service_account_token(sim: Any, kc: Kubectl) -> N
     assert "secrets" not in nothing  # a token request stores nothing
 
 
+def test_a_minted_token_does_not_authenticate_to_the_api(kc: Kubectl) -> None:
+    """An agent must not escape the identity its requests are recorded (and policed) under by
+    minting a service-account token: the API server accepts only the tokens it was given."""
+    token = kc("create", "token", "default", "-n", "shop").strip()
+    out = kc.run("get", "pods", "-n", "shop", f"--token={token}", check=False)
+    assert out.returncode != 0 and "You must be logged in to the server" in out.stderr  # a 401
+
+
 def test_create_token_for_a_missing_service_account_is_not_found(kc: Kubectl) -> None:
     out = kc.run("create", "token", "nope", "-n", "shop", check=False)
     assert out.returncode != 0
