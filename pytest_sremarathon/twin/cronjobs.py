@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ..k8s.objects import EventRecorder, controller_of, owner_ref
 from ..k8s.store import ApiError, Store, iso
 from .cron import CronError, parse_schedule, zone
-from .jobs import delete_job, ensure_selector, finish_time, finished
+from .jobs import IdleSkips, delete_job, ensure_selector, finish_time, finished
 from .tables import parse_time
 
 COMPONENT = "cronjob-controller"
@@ -42,7 +42,7 @@ class CronJobController:
         # wake its step returned) at a step that wrote nothing and read no time but to see that
         # the next schedule is still ahead (suspended, no valid schedule, or the next time
         # later than now): until that wake, the same inputs give the same empty step, skipped.
-        self._idle: dict[str, tuple[tuple[str, int], datetime]] = {}
+        self._idle = IdleSkips()
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -62,17 +62,14 @@ class CronJobController:
             md = cj["metadata"]
             uid = md["uid"]
             key = (md["resourceVersion"], self.store.owned_version("Job", uid))
-            seen = self._idle.get(uid)
-            if seen is not None and seen[0] == key and now < seen[1]:
-                wake = min(wake, seen[1])
+            asleep = self._idle.asleep(uid, key, now)
+            if asleep is not None:
+                wake = min(wake, asleep)
                 continue
             mark = self.store.resource_version
             step_wake = self.reconcile_cronjob(cj, by_owner.get(uid, []), now)
             wake = min(wake, step_wake)
-            if self.store.resource_version == mark and self._ahead(cj, now):
-                self._idle[uid] = (key, step_wake)
-            else:
-                self._idle.pop(uid, None)
+            self._idle.record(uid, key, step_wake, idle=self.store.resource_version == mark and self._ahead(cj, now))
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, wake) if quiet else ((), FOREVER)
 

@@ -59,6 +59,30 @@ def ensure_selector(job: dict[str, Any]) -> bool:
     return True
 
 
+
+class IdleSkips:
+    """Objects whose last step wrote nothing, with the inputs it saw (their versions) and the
+    wake it returned: until that wake, the same inputs give the same empty step, so it is
+    skipped. Shared by the Job and CronJob controllers."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[tuple[str, int], datetime]] = {}
+
+    def asleep(self, uid: str, key: tuple[str, int], now: datetime) -> Optional[datetime]:
+        """The wake of a step that may be skipped (same inputs, wake still ahead), else None."""
+        seen = self._seen.get(uid)
+        return seen[1] if seen is not None and seen[0] == key and now < seen[1] else None
+
+    def record(self, uid: str, key: tuple[str, int], wake: datetime, idle: bool) -> None:
+        if idle:
+            self._seen[uid] = (key, wake)
+        else:
+            self._seen.pop(uid, None)
+
+    def keep_only(self, live: set[str]) -> None:
+        for uid in [u for u in self._seen if u not in live]:
+            del self._seen[uid]
+
 class JobController:
     def __init__(self, store: Store, events: EventRecorder) -> None:
         self.store = store
@@ -71,7 +95,7 @@ class JobController:
         # wake its step returned) at a step that wrote nothing: until that wake (its deadline,
         # its backoff, its TTL: the only times a step reads) the same inputs give the same empty
         # step, skipped.
-        self._idle: dict[str, tuple[tuple[str, int], datetime]] = {}
+        self._idle = IdleSkips()
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -88,20 +112,16 @@ class JobController:
             md = job["metadata"]
             uid = md["uid"]
             key = (md["resourceVersion"], self.store.owned_version("Pod", uid))
-            seen = self._idle.get(uid)
-            if seen is not None and seen[0] == key and now < seen[1]:
-                wake = min(wake, seen[1])
+            asleep = self._idle.asleep(uid, key, now)
+            if asleep is not None:
+                wake = min(wake, asleep)
                 continue
             mark = self.store.resource_version
             step_wake = self.reconcile_job(job, self._job_pods(uid, namespaces), now)
             wake = min(wake, step_wake)
-            if self.store.resource_version == mark:
-                self._idle[uid] = (key, step_wake)
-            else:
-                self._idle.pop(uid, None)
+            self._idle.record(uid, key, step_wake, idle=self.store.resource_version == mark)
         live = {j["metadata"]["uid"] for j in self.store.list("Job")}
-        for uid in [u for u in self._idle if u not in live]:
-            del self._idle[uid]
+        self._idle.keep_only(live)
         for uid in [u for u in self._counted if u not in live]:
             del self._counted[uid]
         quiet = self.store.resource_version == before
