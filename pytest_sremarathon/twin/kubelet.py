@@ -403,7 +403,7 @@ class Kubelet:
 
                 self.router.invoke(ctx, run_startup, weight=0.0)
                 if failed:
-                    raise failed[0]
+                    raise failed.pop()  # (a list still holding it would make a cycle through this frame)
         except ContainerCrash as crash:
             self._crash(pod, c, now, str(crash), "Error", 1)
             return

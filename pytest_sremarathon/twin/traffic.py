@@ -609,7 +609,10 @@ class TrafficEngine:
             raise UpstreamTimeout(service, timeout_ms, origin=error.origin if error else self._component(ns, service))
         caller.downstream_ms += latency
         if error is not None:
-            raise error
+            try:
+                raise error
+            finally:  # the traceback holds this frame: a frame still holding the error is a cycle for the GC
+                error = None
         return result if isinstance(result, dict) else {"value": result}
 
     # -- tracing (only within a traced request: see twin/tracing.py) ------------------------
