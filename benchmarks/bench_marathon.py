@@ -2,7 +2,12 @@
 the default 3-app, 12-virtual-hour marathon with RollbackAgent on a 2-core machine).
 
     python benchmarks/bench_marathon.py                 # the default marathon
+    python benchmarks/bench_marathon.py --repeat 3      # the default marathon 3 times, and the best of them
     python benchmarks/bench_marathon.py --scaling       # also: wall time vs services and vs run length
+
+A shared or throttled machine makes one run's time vary by 10 % or more (the same head measured
+78.8 and 87.9 s of CPU here, back to back): compare heads by the best of several runs, taken
+alternately, and the behaviour by the score (the runs are deterministic).
 
 Each measurement runs `sremarathon run --json` in a fresh process and reads that process's own
 peak RSS from the kernel (wait4), so nothing of an earlier run is counted.
@@ -46,6 +51,16 @@ def measure(scenario: Path, out: Path) -> dict:
             "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2)}
 
 
+def best(runs: list[dict]) -> dict:
+    """The fastest of repeated runs of one scenario: the least time, the largest memory."""
+    out = dict(runs[0])
+    for key in ("wall_process_s", "wall_marathon_s", "cpu_s"):
+        out[key] = min(r[key] for r in runs)
+    out["speedup"] = max(r["speedup"] for r in runs)
+    out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    return out
+
+
 def variant(base: dict, tmp: Path, name: str, **changes: object) -> Path:
     data = dict(base, **changes)
     data["apps_dir"] = str(APPS_DIR)
@@ -57,11 +72,16 @@ def variant(base: dict, tmp: Path, name: str, **changes: object) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scaling", action="store_true", help="also measure scaling with services and run length")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run the default marathon N times and add the best of them (default: 1)")
     args = parser.parse_args()
     base = yaml.safe_load((SCENARIOS_DIR / "default.yaml").read_text())
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        rows = [("default", measure(SCENARIOS_DIR / "default.yaml", tmp / "runs"))]
+        runs = [measure(SCENARIOS_DIR / "default.yaml", tmp / "runs") for _ in range(max(1, args.repeat))]
+        rows = [("default" if len(runs) == 1 else f"default #{i}", run) for i, run in enumerate(runs, 1)]
+        if len(runs) > 1:
+            rows.append((f"best of {len(runs)}", best(runs)))
         if args.scaling:
             apps = base["apps"]
             for n in range(1, len(apps) + 1):
