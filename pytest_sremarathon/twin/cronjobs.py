@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Optional
 
 from ..k8s.objects import EventRecorder, controller_of, owner_ref
@@ -42,7 +43,7 @@ class CronJobController:
         # wake its step returned) at a step that wrote nothing and read no time but to see that
         # the next schedule is still ahead (suspended, no valid schedule, or the next time
         # later than now): until that wake, the same inputs give the same empty step, skipped.
-        self._idle = IdleSkips()
+        self._idle = IdleSkips(store)
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -62,14 +63,8 @@ class CronJobController:
             md = cj["metadata"]
             uid = md["uid"]
             key = (md["resourceVersion"], self.store.owned_version("Job", uid))
-            asleep = self._idle.asleep(uid, key, now)
-            if asleep is not None:
-                wake = min(wake, asleep)
-                continue
-            mark = self.store.resource_version
-            step_wake = self.reconcile_cronjob(cj, by_owner.get(uid, []), now)
-            wake = min(wake, step_wake)
-            self._idle.record(uid, key, step_wake, idle=self.store.resource_version == mark and self._ahead(cj, now))
+            wake = min(wake, self._idle.step(uid, key, now, partial(self.reconcile_cronjob, cj, by_owner.get(uid, []), now),
+                                             settled=partial(self._ahead, cj, now)))
         quiet = self.store.resource_version == before
         self._quiet, self._quiet_until = (inputs, wake) if quiet else ((), FOREVER)
 

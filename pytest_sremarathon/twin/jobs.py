@@ -10,7 +10,9 @@ A pass is skipped while no Job or Pod changed and no deadline, back-off or TTL f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Optional
 
 from ..k8s.objects import EventRecorder, condition, controller_of, pod_is_active, pod_is_ready, set_condition
@@ -65,23 +67,29 @@ class IdleSkips:
     wake it returned: until that wake, the same inputs give the same empty step, so it is
     skipped. Shared by the Job and CronJob controllers."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self._seen: dict[str, tuple[tuple[str, int], datetime]] = {}
 
-    def asleep(self, uid: str, key: tuple[str, int], now: datetime) -> Optional[datetime]:
-        """The wake of a step that may be skipped (same inputs, wake still ahead), else None."""
+    def step(self, uid: str, key: tuple[str, int], now: datetime, step: Callable[[], datetime],
+             settled: Callable[[], bool] = lambda: True) -> datetime:
+        """The wake of the object's step: the one recorded while it sleeps, else what ``step``
+        returns; a step that wrote nothing (and, by ``settled``, has nothing due) is recorded."""
         seen = self._seen.get(uid)
-        return seen[1] if seen is not None and seen[0] == key and now < seen[1] else None
-
-    def record(self, uid: str, key: tuple[str, int], wake: datetime, idle: bool) -> None:
-        if idle:
+        if seen is not None and seen[0] == key and now < seen[1]:
+            return seen[1]
+        mark = self.store.resource_version
+        wake = step()
+        if self.store.resource_version == mark and settled():
             self._seen[uid] = (key, wake)
         else:
             self._seen.pop(uid, None)
+        return wake
 
     def keep_only(self, live: set[str]) -> None:
         for uid in [u for u in self._seen if u not in live]:
             del self._seen[uid]
+
 
 class JobController:
     def __init__(self, store: Store, events: EventRecorder) -> None:
@@ -95,7 +103,7 @@ class JobController:
         # wake its step returned) at a step that wrote nothing: until that wake (its deadline,
         # its backoff, its TTL: the only times a step reads) the same inputs give the same empty
         # step, skipped.
-        self._idle = IdleSkips()
+        self._idle = IdleSkips(store)
 
     def reconcile(self) -> None:
         now = self.store.clock()
@@ -112,14 +120,7 @@ class JobController:
             md = job["metadata"]
             uid = md["uid"]
             key = (md["resourceVersion"], self.store.owned_version("Pod", uid))
-            asleep = self._idle.asleep(uid, key, now)
-            if asleep is not None:
-                wake = min(wake, asleep)
-                continue
-            mark = self.store.resource_version
-            step_wake = self.reconcile_job(job, self._job_pods(uid, namespaces), now)
-            wake = min(wake, step_wake)
-            self._idle.record(uid, key, step_wake, idle=self.store.resource_version == mark)
+            wake = min(wake, self._idle.step(uid, key, now, partial(self._reconcile_found, job, namespaces, now)))
         live = {j["metadata"]["uid"] for j in self.store.list("Job")}
         self._idle.keep_only(live)
         for uid in [u for u in self._counted if u not in live]:
@@ -144,6 +145,10 @@ class JobController:
         same first ``controller`` reference), in the same order (by namespace, then name)."""
         return [p for p in self.store.owned("Pod", uid) if p["metadata"]["namespace"] in namespaces
                 and (controller_of(p) or {}).get("kind") == "Job"]
+
+    def _reconcile_found(self, job: dict[str, Any], namespaces: set[str], now: datetime) -> datetime:
+        """:meth:`reconcile_job` on the Job's pods as a pass finds them (:meth:`_job_pods`)."""
+        return self.reconcile_job(job, self._job_pods(job["metadata"]["uid"], namespaces), now)
 
     def cpu_demand(self) -> dict[str, float]:
         """Pod uid -> the millicores each running Job pod burns: batch work is CPU-bound and
