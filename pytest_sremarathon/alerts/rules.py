@@ -175,11 +175,6 @@ def rollout_stuck(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]
                        c.get("message", "progress deadline exceeded"))
 
 
-# A memory limit's bytes by its quantity as written ("256Mi"): memory_bytes is a pure function
-# of it, and a cluster's pods share a handful of limits (parsed once each, not every tick).
-_LIMIT_BYTES: dict[str, int] = {}
-
-
 def memory_near_limit(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Match]:
     for c in cluster.kubelet.containers.values():
         if c.namespace not in apps or c.state != "running":
@@ -187,12 +182,8 @@ def memory_near_limit(cluster: Cluster, apps: dict[str, AppSpec]) -> Iterator[Ma
         pod = cluster.store.get("Pod", c.namespace, c.pod_name)
         if pod is None:
             continue
-        quantity = ((pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}).get("memory")
-        limit = _LIMIT_BYTES.get(quantity) if isinstance(quantity, str) else None
-        if limit is None:
-            limit = memory_bytes(quantity)
-            if isinstance(quantity, str):
-                _LIMIT_BYTES[quantity] = limit
+        # (memory_bytes keeps each quantity it parsed: the pods share a handful of limits)
+        limit = memory_bytes(((pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}).get("memory"))
         used = cluster.kubelet.memory_of(c)
         if limit and used > 0.9 * limit:
             yield ({**_svc_labels(c.namespace, c.service), "pod": c.pod_name},

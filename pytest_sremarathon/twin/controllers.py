@@ -134,15 +134,13 @@ class Controllers:
             uid = d["metadata"]["uid"]
             due = self._idle_until(d)
             quiet_until = min(quiet_until, due)
-            if now <= due and uid in idle and uid not in moved and uid not in self._moved:
-                self._idle[uid] = idle[uid]  # unmoved since seen idle: the same inputs
+            if now <= due and self._kept_idle(idle, moved, uid):
                 continue
             self._unless_idle(idle, d, "ReplicaSet", self.store.owned("ReplicaSet", uid), now <= due)
         for rs in [*self.store.list("ReplicaSet"), *self.store.list("ReplicationController")]:
             uid = rs["metadata"]["uid"]
             may_skip = uid not in self._refused  # (a refused one retries on time)
-            if may_skip and uid in idle and uid not in moved and uid not in self._moved:
-                self._idle[uid] = idle[uid]
+            if may_skip and self._kept_idle(idle, moved, uid):
                 continue
             self._unless_idle(idle, rs, "Pod", self.store.owned("Pod", uid), may_skip)
         for _, _, retry_at, _ in self._refused.values():
@@ -547,6 +545,14 @@ class Controllers:
             self._orphans_possible = owner is None or owner["metadata"]["uid"] != ref.get("uid")
 
 
+    def _kept_idle(self, idle: dict[str, Any], moved: set[str], uid: str) -> bool:
+        """Whether the owner was seen idle and is unmarked since, before this pass (``moved``)
+        and during it: its inputs are those it was seen with, so it stays idle, unread."""
+        if uid in idle and uid not in moved and uid not in self._moved:
+            self._idle[uid] = idle[uid]
+            return True
+        return False
+
     def _note_moved(self, type_: str, obj: dict[str, Any]) -> None:
         """The store's listener (under its lock): mark the owners whose inputs this change moves
         (see ``_moved``): the object if it is an owner, and the owner of its group before and
@@ -575,6 +581,11 @@ _OWNER_KINDS = frozenset(o for _, o in _OWNED_BY)
 #: The owners a workload pass reconciles, and every kind whose change moves one's inputs.
 _MARKED_OWNERS = frozenset({"Deployment", *POD_OWNERS})
 _GROUPED_KINDS = _MARKED_OWNERS | _OWNED_KINDS
+
+
+def _has_address(pod: dict[str, Any]) -> bool:
+    """Whether the pod has an address for Endpoints: bound to a node, with an IP."""
+    return bool(pod["spec"].get("nodeName") and pod.get("status", {}).get("podIP"))
 
 
 def _component(owner: dict[str, Any]) -> str:
@@ -630,7 +641,7 @@ class EndpointsController:
             if ns not in labelled:
                 labelled.add(ns)
                 for p in self.store.list("Pod", ns):
-                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP"):
+                    if _has_address(p):
                         for k, v in (p["metadata"].get("labels") or {}).items():
                             by_label.setdefault((ns, k, v), []).append(p)
             return by_label.get((ns, key, value), [])
@@ -656,8 +667,7 @@ class EndpointsController:
                 # (the app group in list order, less the pods without an address: what
                 # addressed() would give, without scanning the namespace)
                 candidates = addressed(ns, *first) if app is None else [
-                    p for p in self._app_pods.members(ns, app)
-                    if p["spec"].get("nodeName") and p.get("status", {}).get("podIP")]
+                    p for p in self._app_pods.members(ns, app) if _has_address(p)]
                 for p in candidates:
                     if not selector_matches({"matchLabels": selector}, p["metadata"].get("labels") or {}):
                         continue
