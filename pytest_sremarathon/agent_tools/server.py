@@ -73,6 +73,7 @@ class McpServer:
         self._sock: Optional[socket.socket] = None
         self._thread: Optional[threading.Thread] = None
         self._closing = threading.Event()
+        self._wake: Optional[tuple[socket.socket, socket.socket]] = None  # stop() ends the wait for a client
         self.port = 0
 
     @property
@@ -138,6 +139,7 @@ class McpServer:
         sock.listen(128)
         self.port = sock.getsockname()[1]
         self._sock = sock
+        self._wake = socket.socketpair()
         if eager:
             self._build()
         self._thread = threading.Thread(target=self._serve, args=(not eager,), name=f"mcp-server:{self.port}",
@@ -152,11 +154,11 @@ class McpServer:
         return self
 
     def _serve(self, wait_for_a_client: bool) -> None:
-        sock = self._sock
-        assert sock is not None
+        sock, wake = self._sock, self._wake
+        assert sock is not None and wake is not None
         while wait_for_a_client and not self._closing.is_set():
-            readable, _, _ = select.select([sock], [], [], 0.25)
-            if readable:
+            readable, _, _ = select.select([sock, wake[0]], [], [])
+            if sock in readable:
                 break
         if self._closing.is_set():
             return
@@ -172,8 +174,14 @@ class McpServer:
         self._closing.set()
         if self._server is not None:
             self._server.should_exit = True
+        if self._wake is not None:
+            self._wake[1].send(b"\0")  # (a wait for the first client returns now, not at a poll)
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
+            self._wake = None
