@@ -381,6 +381,12 @@ class Marathon:
             if self._gc_threshold is not None:  # (the host process's own setting again)
                 gc.set_threshold(*self._gc_threshold)
                 self._gc_threshold = None
+                # What start() froze is garbage once the run is over: a host that runs several
+                # marathons (a pytest session, a test suite) would otherwise keep every run's
+                # cluster, modules and applications for good (the collector never looks at
+                # frozen objects). A host's own frozen objects come back to the oldest
+                # generation with them, as collectable as they were before they were frozen.
+                gc.unfreeze()
         for f in self.schedule.faults:
             if f.injected and not f.ended:
                 f.ended = True
