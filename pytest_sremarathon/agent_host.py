@@ -321,9 +321,10 @@ class _Process:
         self.watchdog = Watchdog(self.proc.pid, limits or NO_LIMITS, Path(cwd))
         self.lines: queue.Queue[Any] = queue.Queue()
         self._outbox: queue.Queue[Optional[bytes]] = queue.Queue()
+        self._stderr_pump = threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True)
         self._threads = [
             threading.Thread(target=self._read_stdout, name="agent-stdout", daemon=True),
-            threading.Thread(target=self._read_stderr, name="agent-stderr", daemon=True),
+            self._stderr_pump,
             threading.Thread(target=self._write_stdin, name="agent-stdin", daemon=True),
         ]
         for t in self._threads:
@@ -410,6 +411,12 @@ class _Process:
                     return _EOF
             if remaining <= 0.25:
                 return None
+
+    def stderr_logged(self, wait: float = 1.0) -> None:
+        """Wait (at most ``wait`` seconds) until everything the process wrote to stderr is in
+        the log: its stdout can reach EOF before its last stderr lines are pumped. A grandchild
+        that keeps the pipe open ends the wait at the timeout."""
+        self._stderr_pump.join(wait)
 
     def exited(self) -> bool:
         """Has the process exited? (Without reaping it, see :meth:`exit_description`.)"""
@@ -752,6 +759,7 @@ class AgentHost:
                     self._kill()
                     return StepOutcome("limit", None, why, 0.0)
                 why = proc.exit_description()
+                proc.stderr_logged()  # (its dying words name the cause more often than not)
                 if self._log.last_line:
                     why += f"; last stderr line: {one_line(self._log.last_line, 300)}"
                 self._log.note(f"{why} during {phase}")
