@@ -45,6 +45,7 @@ class ResourceType:
 _ALL = ("all",)
 _RBAC = "rbac.authorization.k8s.io"
 _AUTHZ = "authorization.k8s.io"
+_AUTHN = "authentication.k8s.io"
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "namespace", "Namespace", False, ("ns",)),
     ResourceType("", "v1", "nodes", "node", "Node", False, ("no",)),
@@ -70,6 +71,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  False, verbs=("create",)),
     ResourceType(_AUTHZ, "v1", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview",
                  False, verbs=("create",)),
+    ResourceType(_AUTHN, "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", False,
+                 verbs=("create",)),  # ``kubectl auth whoami``
     # Scaling and disruption (twin/autoscaler.py, twin/disruption.py, twin/priority.py).
     ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "horizontalpodautoscaler",
                  "HorizontalPodAutoscaler", True, ("hpa",), categories=_ALL),
@@ -97,7 +100,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",), categories=_ALL),
 )
 #: The review kinds: answered on create, never stored.
-REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview"})
+REVIEW_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview"})
 BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCE_TYPES}
 
 

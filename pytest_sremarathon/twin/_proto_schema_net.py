@@ -1,12 +1,14 @@
 """Protobuf field tables for the network and admission kinds clients send as protobuf
-(``kubectl create quota``, ``kubectl create ingress``), in :mod:`._proto_schema`'s format,
-transcribed from ``k8s.io/api/{core,networking}/v1/generated.proto``. Kept apart from the generated file, which
+(``kubectl create quota``, ``kubectl create ingress``) and for the identity review ``kubectl auth
+whoami`` POSTs, in :mod:`._proto_schema`'s format, transcribed from
+``k8s.io/api/{core,networking,authentication}/v1/generated.proto``. Kept apart from the generated file, which
 ``tools/gen_proto_schema.py`` rewrites whole."""
 
 _META = "k8s.io.apimachinery.pkg.apis.meta.v1."
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _CORE = "k8s.io.api.core.v1."
 _NET = "k8s.io.api.networking.v1."
+_AUTHN = "k8s.io.api.authentication.v1."
 
 MESSAGES: dict[str, dict[int, tuple]] = {
     _CORE + "ResourceQuota": {1: ("metadata", "", _META + "ObjectMeta"), 2: ("spec", "", _CORE + "ResourceQuotaSpec"),
@@ -32,4 +34,10 @@ MESSAGES: dict[str, dict[int, tuple]] = {
                                3: ("pathType", "", "string")},
     _NET + "IngressTLS": {1: ("hosts", "repeated", "string"), 2: ("secretName", "", "string")},
     _NET + "IngressStatus": {},
+    _AUTHN + "SelfSubjectReview": {1: ("metadata", "", _META + "ObjectMeta"),
+                                   2: ("status", "", _AUTHN + "SelfSubjectReviewStatus")},
+    _AUTHN + "SelfSubjectReviewStatus": {1: ("userInfo", "", _AUTHN + "UserInfo")},
+    _AUTHN + "UserInfo": {1: ("username", "", "string"), 2: ("uid", "", "string"), 3: ("groups", "repeated", "string"),
+                          4: ("extra", "map", "string", _AUTHN + "ExtraValue")},
+    _AUTHN + "ExtraValue": {1: ("items", "repeated", "string")},
 }

@@ -1,7 +1,8 @@
 """Access reviews (``authorization.k8s.io/v1``): what ``kubectl auth can-i`` and client-go tools
 ask before they act — a ``SelfSubjectAccessReview`` ("may I do this?", JSON or protobuf: client-go
 POSTs protobuf when offered) and a ``SelfSubjectRulesReview`` ("what may I do here?", ``kubectl
-auth can-i --list``).
+auth can-i --list``) — and the ``SelfSubjectReview`` of ``authentication.k8s.io/v1`` ("who am I?",
+``kubectl auth whoami``): the user a bearer token of the twin authenticates as.
 
 The twin has no RBAC of its own: a caller may do everything except what the policy point
 denies. So an access review is answered by putting the request it describes to that same
@@ -39,6 +40,12 @@ def policy_verb(verb: str, resource: str, subresource: Optional[str]) -> str:
     return "delete" if verb == "deletecollection" else verb
 
 
+def user_info(actor: str) -> dict[str, Any]:
+    """The user a caller's token authenticates as (``actor``: ``agent``, ``operator`` …), as a
+    token authenticator names a static token's user: no uid, the authenticated group."""
+    return {"username": f"sremarathon:{actor}", "groups": ["system:authenticated"]}
+
+
 class AccessReviews:
     """The review handlers of :class:`~.apiserver.ApiServer`."""
 
@@ -49,6 +56,10 @@ class AccessReviews:
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format - accepted media types include: "
                               "application/json, application/yaml, application/vnd.kubernetes.protobuf")
+        if rt.kind == "SelfSubjectReview":
+            return 201, JSON, dumps({"kind": rt.kind, "apiVersion": rt.group_version,
+                                     "metadata": {"creationTimestamp": None},
+                                     "status": {"userInfo": user_info(ctx.actor)}})
         sent = body.get("spec")
         spec: dict[str, Any] = sent if isinstance(sent, dict) else {}
         if rt.kind == "SelfSubjectAccessReview":

@@ -1,8 +1,10 @@
 """``kubectl auth can-i`` and client-go's access checks: SelfSubjectAccessReview (kubectl POSTs it
-as protobuf) and SelfSubjectRulesReview, answered by the policy point the real request would meet."""
+as protobuf) and SelfSubjectRulesReview, answered by the policy point the real request would meet;
+``kubectl auth whoami``'s SelfSubjectReview, answered with the user the token authenticates as."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes import client as k8s
@@ -50,3 +52,21 @@ def test_json_reviews_through_the_python_client(client: Any) -> None:
     assert url.status.allowed is True
     rules = api.create_self_subject_rules_review({"spec": {"namespace": "shop"}})
     assert rules.status.incomplete is True and rules.status.resource_rules[0].verbs == ["*"]
+
+
+def test_kubectl_auth_whoami_names_the_tokens_user(twin: Any, kubectl: Kubectl) -> None:
+    # kubectl 1.28+ POSTs a SelfSubjectReview (authentication.k8s.io/v1) as protobuf
+    table = kubectl("auth", "whoami")
+    assert "sremarathon:agent" in table and "system:authenticated" in table
+    recorded = len(twin.admission.records)
+    answer = json.loads(kubectl("auth", "whoami", "-o", "json"))
+    assert answer["kind"] == "SelfSubjectReview" and answer["apiVersion"] == "authentication.k8s.io/v1"
+    assert answer["status"]["userInfo"] == {"username": "sremarathon:agent", "groups": ["system:authenticated"]}
+    assert len(twin.admission.records) == recorded
+
+
+def test_whoami_through_the_python_client(client: Any, twin: Any) -> None:
+    review = k8s.AuthenticationV1Api(client).create_self_subject_review({})
+    assert review.status.user_info.username == "sremarathon:agent"
+    operator = k8s.AuthenticationV1Api(twin.operator_client()).create_self_subject_review({})
+    assert operator.status.user_info.username == "sremarathon:operator"
