@@ -47,7 +47,8 @@ class TwinBackend:
                  admission: Admission, private_dir: Path, tokens: dict[str, str], seed: int = 0,
                  traces: bool = True) -> None:
         self.clock = clock
-        self.store = Store(clock)
+        # The watch history keeps the kinds a client has asked about (the API server adds them).
+        self.store = Store(clock, history_kinds=set())
         topo = scenario.spec.topology
         self.cluster = TwinCluster(self.store, list(scenario.apps), ArtifactStore(),
                                    Topology(tuple(topo.zones), topo.nodes_per_zone, topo.node_cpu, topo.node_memory))

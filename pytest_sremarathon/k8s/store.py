@@ -5,6 +5,14 @@ Objects are plain dicts in the exact JSON shape the real API server uses. Intern
 (controllers, kubelet) may read the live dicts; every change goes through :meth:`Store.create`,
 :meth:`Store.replace`, :meth:`Store.touch` or :meth:`Store.delete`, which bump the global
 resourceVersion and append to the watch history — the same contract etcd gives the real server.
+
+A store may keep the history of only the kinds some client has asked about (``history_kinds``,
+what the twin's API server does): freezing every change of every kind cost a default marathon
+a few per cent of its time for watches nobody made. A kind's history then starts at the
+resourceVersion where its first request found the store, which is all a client can resume from:
+its list (or get, or write) returned that resourceVersion or a newer one. An older one gets
+410 Expired, which clients answer by listing again, as they do after a real server's watch
+cache has moved on.
 """
 
 from __future__ import annotations
@@ -214,6 +222,10 @@ class Store:
     #: that touched the object (see :meth:`acting`).
     acting_as: Optional[str] = None
     uid_namespace: uuid.UUID = uuid.UUID("6f1c0b7e-5d0e-4c4e-9d7a-2f6a1d3b9e10")
+    #: The kinds whose changes the watch history keeps (None: every kind), each from the
+    #: resourceVersion :meth:`keep_history` found (see the module's docstring).
+    history_kinds: Optional[set[str]] = None
+    _history_from: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._history = deque(maxlen=self.history_size)
@@ -229,6 +241,22 @@ class Store:
         """The oldest resourceVersion a watch can still resume from (older ones get 410)."""
         with self.lock:
             return self._history[0].rv - 1 if len(self._history) == self._history.maxlen else 0
+
+    def keep_history(self, kind: str) -> None:
+        """Keep ``kind``'s changes in the watch history from now on (a client asked about it)."""
+        kinds = self.history_kinds
+        if kinds is not None and kind not in kinds:
+            with self.lock:
+                if kind not in kinds:
+                    self._history_from[kind] = self._rv
+                    kinds.add(kind)
+
+    def oldest_watchable_of(self, kind: str) -> int:
+        """The oldest resourceVersion a watch of ``kind`` can resume from (older ones get 410)."""
+        with self.lock:
+            if self.history_kinds is not None and kind not in self.history_kinds:
+                return self._rv
+            return max(self.oldest_watchable, self._history_from.get(kind, 0))
 
     def kind_version(self, *kinds: str) -> tuple[int, ...]:
         """The resourceVersion of the last change to any object of each kind: a control loop
@@ -305,7 +333,8 @@ class Store:
         self._kind_rv[kind] = self._rv
         self._ns_rv[(kind, ns)] = self._rv
         self._index_owner(type_, kind, ns, obj)
-        self._history.append(WatchEvent(self._rv, type_, obj["kind"], md.get("namespace", ""), md["name"], obj))
+        if self.history_kinds is None or kind in self.history_kinds:
+            self._history.append(WatchEvent(self._rv, type_, kind, md.get("namespace", ""), md["name"], obj))
         for listener in self.listeners:
             listener(type_, obj)
         self._changed.notify_all()
@@ -430,6 +459,7 @@ class Store:
 
     # -- watching --------------------------------------------------------------------------
     def changes_since(self, rv: int, kinds: Iterable[str] | None = None) -> builtins.list[WatchEvent]:
+        """The watch history's changes newer than ``rv`` (of ``kinds``; those it keeps)."""
         with self.lock:
             wanted = set(kinds) if kinds else None
             return [e for e in self._history if e.rv > rv and (wanted is None or e.kind in wanted)]

@@ -232,6 +232,7 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
         rt = self._types.get((group, version, plural))
         if rt is None or (ns is not None and not rt.namespaced) or (name is not None and rt.namespaced and ns is None):
             raise no_such_path()
+        self.store.keep_history(rt.kind)  # what a client asks about it may watch from what it got
         if rt is HPA_V1:  # served by conversion from the stored autoscaling/v2 objects
             return self._hpa_v1(ctx, ns, name, sub, watch)
         if rt.kind in REVIEW_KINDS:
@@ -456,7 +457,8 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
             return b"%x\r\n%s\r\n" % (len(line), line)
 
         def expired(rv: int) -> bytes:
-            status = ApiError(410, "Expired", f"too old resource version: {rv} ({self.store.oldest_watchable + 1})")
+            status = ApiError(410, "Expired", f"too old resource version: {rv} "
+                                              f"({self.store.oldest_watchable_of(rt.kind) + 1})")
             return frame("ERROR", dumps(status.status()))
 
         out: list[bytes] = []
@@ -474,7 +476,7 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
                     seen = int(rv_param)
                 except ValueError:
                     raise bad_request(f"invalid resource version: {rv_param}") from None
-                too_old = seen < self.store.oldest_watchable
+                too_old = seen < self.store.oldest_watchable_of(rt.kind)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                      b"Cache-Control: no-cache, private\r\n\r\n")
         try:
@@ -488,7 +490,7 @@ class ApiServer(AccessReviews, PodExec, HpaV1, ObjectWrites, LoopbackServer):
             while not self._stopping.is_set():
                 out = []
                 with self.store.lock:
-                    if seen < self.store.oldest_watchable:
+                    if seen < self.store.oldest_watchable_of(rt.kind):
                         out.append(expired(seen))
                         conn.sendall(b"".join(out) + b"0\r\n\r\n")
                         raise Stream()
