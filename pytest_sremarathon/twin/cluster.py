@@ -15,7 +15,7 @@ from ..k8s.objects import EventRecorder, is_owned_by, pod_is_active, pod_is_read
 from ..k8s.store import BY_KIND, Store, iso
 from ..metrics import MetricStore
 from ..runtime.code import ArtifactStore
-from . import backend_queue
+from . import backend_queue, system_objects
 from .admission_quota import QuotaController
 from .autoscaler import HorizontalPodAutoscalerController
 from .containers import Runtime
@@ -115,6 +115,7 @@ class TwinCluster:
                 self.store.create(self._node(name, zone, i))
             self.store.create(default_storage_class())
             self.store.create(regional_storage_class())
+            system_objects.create_all(self.store)
             now = self.store.clock()
             for node in self.topology.node_names():
                 self.kubelet.heartbeats[node[0]] = now
