@@ -19,7 +19,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ..k8s.store import iso
+from ..k8s.store import Store, iso
 from .openapi import METRICS_GROUP, METRICS_VERSION, group_versions
 
 _RBAC = "rbac.authorization.k8s.io/v1"
@@ -100,7 +100,7 @@ def api_services(now: datetime) -> list[dict[str, Any]]:
     return out
 
 
-def create_all(store: Any) -> None:
+def create_all(store: Store) -> None:
     """Store them (at the cluster's bootstrap)."""
     for obj in (*cluster_roles(), *api_services(store.clock())):
         store.create(obj, uid=_uid(obj["kind"], obj["metadata"]["name"]))
