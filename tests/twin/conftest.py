@@ -1,4 +1,5 @@
-"""Shared fixtures for the twin API server tests: a populated Store behind a running ApiServer.
+"""Shared fixtures for the twin API server tests: a populated Store behind a running ApiServer
+(``twin``), and the marathon's own backend with the agent's kubectl (``sim``, ``kc``).
 
 Everything is real: the store, the policy (as admission), the HTTP server, the official
 ``kubernetes`` client and the ``kubectl`` binaries. Only telemetry is a small canned source,
@@ -8,6 +9,7 @@ because producing logs and usage is the simulation's job, not the API server's.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from support.admission import RecordingAdmission
 from support.http import RawResponse, request
 from support.kubectl import Kubectl, kubectl_for
+from support.twins import AgentSimulation
 
 from pytest_sremarathon.clock import VirtualClock, iso
 from pytest_sremarathon.k8s.store import Store
@@ -293,6 +296,25 @@ def any_kubectl(request: pytest.FixtureRequest, twin: Twin, tmp_path: Path) -> K
 @pytest.fixture
 def kubectl(twin: Twin, tmp_path: Path) -> Kubectl:
     return kubectl_for(twin.agent_kubeconfig, tmp_path / "kube-cache")
+
+
+# -- the marathon's backend ------------------------------------------------------------------
+
+SIM_TOKEN = "sim-agent-token"
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[AgentSimulation]:
+    """The default scenario's twin backend three virtual minutes in (support.twins.AgentSimulation)."""
+    s = AgentSimulation(tmp_path, SIM_TOKEN)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
+    """Real kubectl with the agent's kubeconfig for ``sim``."""
+    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 # -- raw HTTP ----------------------------------------------------------------------------------

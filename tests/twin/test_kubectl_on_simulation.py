@@ -4,28 +4,12 @@ controllers and kubelets running in virtual time, every mutation through the pol
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import pytest
-from support.kubectl import Kubectl, kubectl_for
+from support.kubectl import Kubectl
 from support.twins import AgentSimulation
 
 from pytest_sremarathon.builtin import SCENARIOS_DIR
 from pytest_sremarathon.scenario import load_scenario
-
-TOKEN = "sim-agent-token"
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Any:
-    s = AgentSimulation(tmp_path, TOKEN)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
-    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 def test_rollout_undo_restores_the_previous_image_and_the_pods_follow(sim: AgentSimulation, kc: Kubectl) -> None:

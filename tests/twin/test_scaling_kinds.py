@@ -7,29 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from support.kubectl import Kubectl, kubectl_for
+from support.kubectl import Kubectl
 from support.twins import AgentSimulation
 
 from pytest_sremarathon.k8s.objects import condition, pod_is_active
-
-TOKEN = "sim-agent-token"
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Any:
-    s = AgentSimulation(tmp_path, TOKEN)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
-    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 def _hpa(name: str, metrics: list[dict[str, Any]], lo: int, hi: int, **spec: Any) -> str:

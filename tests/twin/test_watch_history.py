@@ -6,26 +6,10 @@ a real server's watch cache answers once it has moved on), and clients list agai
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import pytest
-from support.kubectl import Kubectl, kubectl_for
+from support.kubectl import Kubectl
 from support.twins import AgentSimulation
-
-TOKEN = "watch-history-agent-token"
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Any:
-    s = AgentSimulation(tmp_path, TOKEN)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
-    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 def _listed(kc: Kubectl, path: str) -> int:

@@ -8,24 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from support.kubectl import Kubectl, kubectl_for
 from support.twins import AgentSimulation
 
 TOKEN = "reactions-agent-token"
 REVISION = "deployment.kubernetes.io/revision"
 
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Any:
-    s = AgentSimulation(tmp_path, TOKEN)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def kc(sim: AgentSimulation, tmp_path: Path) -> Kubectl:
-    return kubectl_for(sim.kubeconfig, tmp_path / "cache")
 
 
 def _get(kc: Kubectl, *args: str) -> Any:
