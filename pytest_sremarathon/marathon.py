@@ -9,7 +9,6 @@ the agent host and the recorder, and advances them together in virtual time.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import random
@@ -59,6 +58,7 @@ from .pipeline.builds import BuildTimes
 from .pipeline.service import PipelineError
 from .policy import EXEC_VERBS, Decision, MutationRequest, Policy
 from .provenance import Cause, Provenance
+from .run_gc import RunCollector
 from .scenario import Scenario
 from .schedule import Schedule, generate
 from .scoring import SCORING_VERSION, MarathonScore, score_bundle, score_events
@@ -72,7 +72,6 @@ SLI_EVERY_TICKS = 2
 SYMPTOM_GRACE = timedelta(minutes=10)
 MAX_EVIDENCE = 12  # evidence items named on one truth.mitigation record
 WARMUP = timedelta(minutes=5)  # symptoms outlive a fault's cleanup by a little
-RUN_GC_THRESHOLD = (20_000, 50, 100)  # gc.set_threshold while a marathon runs (see start())
 
 
 def _discard(path: Path) -> None:
@@ -222,7 +221,7 @@ class Marathon:
         self._wall_start = 0.0
         self._started = False
         self._finished: Optional[RunResult] = None
-        self._gc_threshold: Optional[tuple[int, int, int]] = None  # the host's, while the run has its own
+        self.collector = RunCollector()
         self.host: Optional[AgentHost] = None
         self.mcp: Optional[McpServer] = None
         self.server: Optional[LoopbackServer] = None
@@ -303,16 +302,7 @@ class Marathon:
         settled = getattr(self.backend, "settled", None)  # the warm-up's start-up failures are not the run's
         if settled is not None:
             settled()
-        # What the warm-up built (modules, applications, the cluster) lives as long as the run: a
-        # full collection need not walk it again and again (the recorded series make them frequent).
-        gc.freeze()
-        # A tick allocates and frees hundreds of thousands of short-lived objects (requests, their
-        # frames and exceptions, samples): collecting the young generation every 20000 allocations
-        # rather than every 700 leaves most of them dead before a collection ever walks them (the
-        # default thresholds cost the default marathon ~4 s of CPU in ~4000 collections; these
-        # ~2 s in ~130). Nothing recorded depends on when the collector runs.
-        self._gc_threshold = gc.get_threshold()
-        gc.set_threshold(*RUN_GC_THRESHOLD)
+        self.collector.start()  # what the warm-up built lives as long as the run (run_gc.py)
         self._sim_time = self.clock.now
         self.pipelines.configure(self.build_times)  # from t=0 on, builds take their time
         self.provenance = Provenance(self.store)
@@ -378,20 +368,7 @@ class Marathon:
                 self.advance_to(self.end_time)
         finally:
             self._shutdown()
-            if self._gc_threshold is not None:  # (the host process's own setting again)
-                # What start() froze is garbage once the run is over: a host that runs several
-                # marathons (a pytest session, a test suite) would otherwise keep every run's
-                # cluster, modules and applications for good (the collector never looks at
-                # frozen objects). A host's own frozen objects come back to the oldest
-                # generation with them, as collectable as they were before they were frozen.
-                # Freezing first sends what the run made since to the oldest generation too:
-                # under the host's thresholds the next young collection would otherwise walk
-                # every object that survived the run's (0.43 s of the default marathon's wall,
-                # for the few cycles it frees); the host's next full collection frees them.
-                gc.freeze()
-                gc.unfreeze()
-                gc.set_threshold(*self._gc_threshold)
-                self._gc_threshold = None
+            self.collector.finish()  # (the host process's own collector again)
         for f in self.schedule.faults:
             if f.injected and not f.ended:
                 f.ended = True
@@ -494,6 +471,7 @@ class Marathon:
             self._record_sli()
         if step_due:
             self._agent_step(now)
+        self.collector.tick_done()
         if self.options.progress and self._ticks % max(1, int(3600 / dt)) == 0:
             self.options.progress(Progress(now, self.end_time, sum(f.injected for f in self.schedule.faults),
                                            sum(f.injected and not f.ended for f in self.schedule.faults),
