@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import ipaddress
 import json
@@ -255,11 +256,18 @@ def compose_env(store: Store, pod: dict[str, Any], spec: dict[str, Any], image: 
         mine[name] = EnvVar(name, value, secret)
     out.update(mine)
     for key, link in links.items():
-        if key not in mine:
-            out.setdefault(key, EnvVar(key, link))
+        if key not in out:  # (the image's and the container's own come first)
+            out[key] = _link_var(key, link)
     if "HOME" not in out:
         out["HOME"] = EnvVar("HOME", home_of(image, uid_of(pod, spec, image)))
     return list(out.values())
+
+
+@functools.lru_cache(maxsize=8192)
+def _link_var(name: str, value: str) -> EnvVar:
+    """A Service link variable: frozen, so one object serves every container given it (a start
+    makes a hundred or more of them)."""
+    return EnvVar(name, value)
 
 
 def hostname_of(pod: dict[str, Any]) -> str:
