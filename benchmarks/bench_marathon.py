@@ -4,10 +4,13 @@ the default 3-app, 12-virtual-hour marathon with RollbackAgent on a 2-core machi
     python benchmarks/bench_marathon.py                 # the default marathon
     python benchmarks/bench_marathon.py --repeat 3      # the default marathon 3 times, and the best of them
     python benchmarks/bench_marathon.py --scaling       # also: wall time vs services and vs run length
+    python benchmarks/bench_marathon.py --against REF --repeat 3   # this tree vs git REF, alternately
 
 A shared or throttled machine makes one run's time vary by 10 % or more (the same head measured
-78.8 and 87.9 s of CPU here, back to back): compare heads by the best of several runs, taken
-alternately, and the behaviour by the score (the runs are deterministic).
+78.8 and 87.9 s of CPU here, back to back), and machines of the same size differ by 2x: compare
+heads by the best of several runs, taken alternately (`--against` does that: it exports REF's
+package with `git archive`, runs REF's own default marathon and this tree's in turn, and reports
+the ratio of the best walls), and the behaviour by the score (the runs are deterministic).
 
 Each measurement runs `sremarathon run --json` in a fresh process and reads that process's own
 peak RSS from the kernel (wait4), so nothing of an earlier run is counted. The package is
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -34,13 +38,20 @@ import pytest_sremarathon
 from pytest_sremarathon.builtin import APPS_DIR, SCENARIOS_DIR
 
 AGENT = "pytest_sremarathon.baselines:RollbackAgent"
+PACKAGE = "pytest_sremarathon"
 
 
-def measure(scenario: Path, out: Path) -> dict:
+def measure(scenario: Path, out: Path, package_root: Optional[Path] = None) -> dict:
+    """One run of ``scenario`` in a fresh process; ``package_root``: import the package from
+    there instead (another revision's, see :func:`export`)."""
+    env = dict(os.environ)
+    if package_root is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(package_root), env.get("PYTHONPATH"))))
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "pytest_sremarathon.cli", "run", "--json", "--agent", AGENT,
-                                 "--scenario", str(scenario), "--out", str(out)], stdout=stdout, stderr=stderr)
+                                 "--scenario", str(scenario), "--out", str(out)], stdout=stdout, stderr=stderr,
+                                env=env, cwd=package_root)
         # wait4: this run's own peak RSS (RUSAGE_CHILDREN would report the largest run so far)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
@@ -66,6 +77,20 @@ def best(runs: list[dict]) -> dict:
     return out
 
 
+def export(ref: str, into: Path) -> Path:
+    """The package as of git revision ``ref`` (of this checkout), byte-compiled, under ``into``."""
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref, PACKAGE],
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"--against {ref}: git archive failed in {repo}: {archive.stderr.decode().strip()} "
+                         f"(give a commit, tag or branch of this checkout)")
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    compileall.compile_dir(into / PACKAGE, quiet=1)
+    return into
+
+
 def variant(base: dict, tmp: Path, name: str, **changes: object) -> Path:
     data = dict(base, **changes)
     data["apps_dir"] = str(APPS_DIR)
@@ -79,15 +104,26 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="also measure scaling with services and run length")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="run the default marathon N times and add the best of them (default: 1)")
+    parser.add_argument("--against", metavar="REF",
+                        help="also run git revision REF's default marathon, alternating with this tree's "
+                             "(N times each), and report the ratio of the best walls")
     args = parser.parse_args()
     base = yaml.safe_load((SCENARIOS_DIR / "default.yaml").read_text())
     compileall.compile_dir(Path(pytest_sremarathon.__file__).parent, quiet=1)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        runs = [measure(SCENARIOS_DIR / "default.yaml", tmp / "runs") for _ in range(max(1, args.repeat))]
+        ref_root = export(args.against, tmp / "ref") if args.against else None
+        runs, ref_runs = [], []
+        for _ in range(max(1, args.repeat)):
+            if ref_root is not None:
+                ref_runs.append(measure(ref_root / PACKAGE / "scenarios" / "default.yaml", tmp / "runs", ref_root))
+            runs.append(measure(SCENARIOS_DIR / "default.yaml", tmp / "runs"))
         rows = [("default" if len(runs) == 1 else f"default #{i}", run) for i, run in enumerate(runs, 1)]
         if len(runs) > 1:
             rows.append((f"best of {len(runs)}", best(runs)))
+        if ref_runs:
+            rows += [(f"{args.against[:10]} #{i}", run) for i, run in enumerate(ref_runs, 1)]
+            rows.append((f"{args.against[:10]} best", best(ref_runs)))
         if args.scaling:
             apps = base["apps"]
             for n in range(1, len(apps) + 1):
@@ -104,6 +140,9 @@ def main() -> None:
     print(f"{'run':<18}" + "".join(f"{k:>17}" for k in keys))
     for name, row in rows:
         print(f"{name:<18}" + "".join(f"{row[k]!s:>17}" for k in keys))
+    if args.against:
+        ratio = best(runs)["wall_marathon_s"] / best(ref_runs)["wall_marathon_s"]
+        print(f"this tree / {args.against}: {ratio:.3f} of the marathon wall (best of {len(runs)} each, alternating)")
 
 
 if __name__ == "__main__":
