@@ -2,15 +2,15 @@
 
 A marathon's heap is mostly long-lived: the cluster, the applications' modules, the recorded
 series and events. CPython's collector walks every object that survives a young collection at
-least once more before it reaches the oldest generation, and the default marathon's survivors
-made that about 3 s of CPU in 12 virtual hours (measured with ``gc.callbacks``: ~90 young
-collections of 30+ ms each, which freed some 25k cyclic objects a virtual hour). So:
+least once more before it reaches the oldest generation: in the default marathon, 1.2 s of wall
+(measured with ``gc.callbacks``: 50 young collections of ~23 ms each, which freed some 10k
+cyclic objects a virtual hour). So:
 
 - what the warm-up built is frozen (``gc.freeze()``) when the run starts;
 - while it runs, the young generation is collected every 20000 allocations
   (:data:`RUN_GC_THRESHOLD`), so the hundreds of thousands of short-lived objects a tick makes
   (requests, their frames and exceptions, samples) are mostly dead before a collection walks
-  them;
+  them (the default thresholds, every 700, cost ~4 s in ~4000 collections);
 - what survives a tick is frozen at its end (an O(1) move of the generations' lists), so no
   collection walks it again; the cycles among it wait for a full pass, made once the frozen
   heap has grown by :data:`FULL_PASS_GROWTH` objects since the last (checked every
@@ -19,8 +19,8 @@ collections of 30+ ms each, which freed some 25k cyclic objects a virtual hour).
   back, so a host that runs several marathons gets each run's memory back at its next full
   collection (tests/test_host_memory.py).
 
-Nothing recorded depends on when the collector runs: the recorded events of a run are the same
-with any schedule (benchmarks and the identity of digests check it).
+Nothing recorded depends on when the collector runs: a run records the same events with any
+schedule (tests/test_run_gc.py).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 RUN_GC_THRESHOLD = (20_000, 50, 100)  # gc.set_threshold while a marathon runs
-# A full pass over the default marathon's heap (0.4-0.6 M objects) takes ~0.5 s. Its ticks leave
-# ~40k objects a virtual hour behind, half of them or more cyclic garbage (measured over 12 h:
-# 0.33 -> 0.83 M frozen, peak RSS 324 MB instead of 290): so a pass about once a virtual day,
-# which bounds what waits for one to some 70 MB.
+# The default marathon's ticks leave ~60k objects a virtual hour behind, a third to a half of them
+# cyclic garbage (measured over 12 h: 0.08 -> 0.84 M frozen; peak RSS 313 MB instead of 290).
+# A full pass over a heap that size takes ~0.5 s: so one pass every ~16 virtual hours, which
+# bounds what waits for one to some 100 MB.
 FULL_PASS_GROWTH = 1_000_000
 CHECK_EVERY_TICKS = 120
 
