@@ -70,7 +70,7 @@ def test_cycles_are_collected_once_the_frozen_heap_has_grown_enough() -> None:
 
 
 def _events(tmp_path: Path, collector: RunCollector) -> bytes:
-    scenario = load_scenario(SCENARIOS_DIR / "smoke.yaml").with_overrides(duration=1800)
+    scenario = load_scenario(SCENARIOS_DIR / "smoke.yaml").with_overrides(duration=600)
     marathon = Marathon(scenario, MarathonOptions(agent=AgentSpec(agent="pytest_sremarathon.baselines:RollbackAgent"),
                                                   seed=3, out_dir=tmp_path))
     marathon.collector = collector
