@@ -22,11 +22,18 @@ def _watch(kc: Kubectl, path: str, rv: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def _replace_a_cart_pod(sim: AgentSimulation) -> str:
+    """Delete a cart pod (as the node's eviction or a fault would) and let the controllers create,
+    schedule and start its replacement; the deleted pod's name."""
+    victim = sorted(p["metadata"]["name"] for p in sim.active("cart"))[0]
+    sim.store.delete("Pod", "shop", victim)
+    sim.run(60)
+    return victim
+
+
 def test_a_watch_from_a_lists_resource_version_gets_every_change_since(sim: AgentSimulation, kc: Kubectl) -> None:
     rv = _listed(kc, "/api/v1/namespaces/shop/pods")
-    victim = sorted(p["metadata"]["name"] for p in sim.active("cart"))[0]
-    sim.store.delete("Pod", "shop", victim)  # (as the node's eviction or a fault would)
-    sim.run(60)  # the replacement is created, scheduled and started by the controllers
+    victim = _replace_a_cart_pod(sim)
     events = _watch(kc, "/api/v1/namespaces/shop/pods", rv)
     assert events and all(int(e["object"]["metadata"]["resourceVersion"]) > rv for e in events)
     assert ("DELETED", victim) in {(e["type"], e["object"]["metadata"]["name"]) for e in events}
@@ -41,8 +48,6 @@ def test_a_resource_version_from_before_the_first_request_about_a_kind_is_expire
     assert expired["object"]["code"] == 410 and expired["object"]["reason"] == "Expired"
     # ... and the client lists again and watches from there, as kubectl and informers do.
     rv = _listed(kc, "/api/v1/namespaces/shop/endpoints")
-    victim = sorted(p["metadata"]["name"] for p in sim.active("cart"))[0]
-    sim.store.delete("Pod", "shop", victim)
-    sim.run(60)
+    _replace_a_cart_pod(sim)
     events = _watch(kc, "/api/v1/namespaces/shop/endpoints", rv)
     assert ("MODIFIED", "cart") in {(e["type"], e["object"]["metadata"]["name"]) for e in events}
