@@ -12,9 +12,13 @@ cyclic objects a virtual hour). So:
   (requests, their frames and exceptions, samples) are mostly dead before a collection walks
   them (the default thresholds, every 700, cost ~4 s in ~4000 collections);
 - what survives a tick is frozen at its end (an O(1) move of the generations' lists), so no
-  collection walks it again; the cycles among it wait for a full pass, made once the frozen
-  heap has grown by :data:`FULL_PASS_GROWTH` objects since the last (checked every
-  :data:`CHECK_EVERY_TICKS` ticks, as counting the frozen objects walks their list);
+  collection walks it again; the cycles among it wait for a full pass, made once the heap may
+  have grown by :data:`FULL_PASS_GROWTH` objects since the last. The growth is read in O(1)
+  from the young generation's count (allocations less deallocations since it was last emptied)
+  at each freeze, plus a young generation's worth for each young collection during the tick:
+  an upper bound. ``gc.get_freeze_count()`` would be exact, but it walks the frozen list, and
+  a walk of the default marathon's 0.8 M frozen objects is all cache misses: 13 walks (one
+  every 120 ticks) took 0.87 s of its wall;
 - at the end, everything goes back to the oldest generation and the host's thresholds come
   back, so a host that runs several marathons gets each run's memory back at its next full
   collection (tests/test_host_memory.py).
@@ -33,9 +37,9 @@ RUN_GC_THRESHOLD = (20_000, 50, 100)  # gc.set_threshold while a marathon runs
 # The default marathon's ticks leave ~60k objects a virtual hour behind, a third to a half of them
 # cyclic garbage (measured over 12 h: 0.08 -> 0.84 M frozen; peak RSS 313 MB instead of 290).
 # A full pass over a heap that size takes ~0.5 s: so one pass every ~16 virtual hours, which
-# bounds what waits for one to some 100 MB.
-FULL_PASS_GROWTH = 1_000_000
-CHECK_EVERY_TICKS = 120
+# bounds what waits for one to some 100 MB. The bound tick_done reads overstates the growth by
+# about half (1.14 M counted over those 12 h, where the frozen list grew by 0.76 M).
+FULL_PASS_GROWTH = 1_500_000
 
 
 @dataclass
@@ -43,11 +47,10 @@ class RunCollector:
     """The collector's settings between :meth:`start` and :meth:`finish` of one run."""
 
     full_pass_growth: int = FULL_PASS_GROWTH
-    check_every_ticks: int = CHECK_EVERY_TICKS
     full_passes: int = 0  # made during the run (for tests and the curious)
     _host_threshold: Optional[tuple[int, int, int]] = field(default=None, repr=False)
-    _frozen_after_pass: int = 0
-    _ticks: int = 0
+    _grown: int = 0  # at most this many objects frozen since the last full pass
+    _young_collections: int = 0
 
     @property
     def running(self) -> bool:
@@ -58,7 +61,8 @@ class RunCollector:
         if self.running:
             return
         gc.freeze()
-        self._frozen_after_pass = gc.get_freeze_count()
+        self._grown = 0
+        self._young_collections = gc.get_stats()[0]["collections"]
         self._host_threshold = gc.get_threshold()
         gc.set_threshold(*RUN_GC_THRESHOLD)
 
@@ -67,15 +71,16 @@ class RunCollector:
         once it has grown enough."""
         if not self.running:
             return
+        young_collections = gc.get_stats()[0]["collections"]
+        self._grown += gc.get_count()[0] + RUN_GC_THRESHOLD[0] * (young_collections - self._young_collections)
+        self._young_collections = young_collections
         gc.freeze()
-        self._ticks += 1
-        if self._ticks % self.check_every_ticks:
-            return
-        if gc.get_freeze_count() - self._frozen_after_pass >= self.full_pass_growth:
+        if self._grown >= self.full_pass_growth:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
-            self._frozen_after_pass = gc.get_freeze_count()
+            self._grown = 0
+            self._young_collections = gc.get_stats()[0]["collections"]
             self.full_passes += 1
 
     def finish(self) -> None:

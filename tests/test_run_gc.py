@@ -52,19 +52,34 @@ def test_a_ticks_survivors_are_frozen_and_the_host_gets_its_collector_back() -> 
 
 
 def test_cycles_are_collected_once_the_frozen_heap_has_grown_enough() -> None:
-    collector = RunCollector(full_pass_growth=20_000, check_every_ticks=2)
+    collector = RunCollector(full_pass_growth=20_000)
     collector.start()
     try:
         garbage = _cycle()
         collector.tick_done()
         assert garbage() is not None and collector.full_passes == 0
-        kept = [[i] for i in range(20_000)]  # the run's heap grows by this much …
-        collector.tick_done()  # … and at the next check a full pass collects the cycles
+        kept = [[i] for i in range(25_000)]  # the run's heap grows by more than that …
+        collector.tick_done()  # … and at the tick's end a full pass collects the cycles
         assert collector.full_passes == 1 and garbage() is None
-        assert len(kept) == 20_000
+        assert len(kept) == 25_000
         collector.tick_done()
         collector.tick_done()
         assert collector.full_passes == 1  # (grown by nothing since)
+    finally:
+        collector.finish()
+
+
+def test_growth_a_young_collection_moved_on_counts_too() -> None:
+    collector = RunCollector(full_pass_growth=20_000)
+    collector.start()
+    try:
+        garbage = _cycle()
+        collector.tick_done()
+        kept = [[i] for i in range(25_000)]
+        gc.collect(0)  # a young collection mid-tick: its survivors left the young generation's count
+        collector.tick_done()
+        assert collector.full_passes == 1 and garbage() is None
+        assert len(kept) == 25_000
     finally:
         collector.finish()
 
@@ -78,6 +93,6 @@ def _events(tmp_path: Path, collector: RunCollector) -> bytes:
 
 
 def test_the_recorded_events_do_not_depend_on_when_the_collector_runs(tmp_path: Path) -> None:
-    every_tick = RunCollector(full_pass_growth=1, check_every_ticks=1)  # a full pass after every tick
+    every_tick = RunCollector(full_pass_growth=1)  # a full pass after every tick
     assert _events(tmp_path / "default", RunCollector()) == _events(tmp_path / "full", every_tick)
     assert every_tick.full_passes > 0
