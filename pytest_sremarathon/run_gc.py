@@ -15,8 +15,8 @@ cyclic objects a virtual hour). So:
   collection walks it again; the cycles among it wait for a full pass, made once the heap may
   have grown by :data:`FULL_PASS_GROWTH` objects since the last. The growth is read in O(1)
   from the young generation's count (allocations less deallocations since it was last emptied)
-  at each freeze, plus a young generation's worth for each young collection during the tick:
-  an upper bound. ``gc.get_freeze_count()`` would be exact, but it walks the frozen list, and
+  at each freeze, plus a young generation's worth for each collection during the tick (any
+  collection empties it into an older one): an upper bound. ``gc.get_freeze_count()`` would be exact, but it walks the frozen list, and
   a walk of the default marathon's 0.8 M frozen objects is all cache misses: 13 walks (one
   every 120 ticks) took 0.87 s of its wall;
 - at the end, everything goes back to the oldest generation and the host's thresholds come
@@ -50,7 +50,7 @@ class RunCollector:
     full_passes: int = 0  # made during the run (for tests and the curious)
     _host_threshold: Optional[tuple[int, int, int]] = field(default=None, repr=False)
     _grown: int = 0  # at most this many objects frozen since the last full pass
-    _young_collections: int = 0
+    _collections: int = 0  # made by the interpreter so far, of any generation
 
     @property
     def running(self) -> bool:
@@ -62,7 +62,7 @@ class RunCollector:
             return
         gc.freeze()
         self._grown = 0
-        self._young_collections = gc.get_stats()[0]["collections"]
+        self._collections = _collections()
         self._host_threshold = gc.get_threshold()
         gc.set_threshold(*RUN_GC_THRESHOLD)
 
@@ -71,16 +71,16 @@ class RunCollector:
         once it has grown enough."""
         if not self.running:
             return
-        young_collections = gc.get_stats()[0]["collections"]
-        self._grown += gc.get_count()[0] + RUN_GC_THRESHOLD[0] * (young_collections - self._young_collections)
-        self._young_collections = young_collections
+        collections = _collections()
+        self._grown += gc.get_count()[0] + RUN_GC_THRESHOLD[0] * (collections - self._collections)
+        self._collections = collections
         gc.freeze()
         if self._grown >= self.full_pass_growth:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
             self._grown = 0
-            self._young_collections = gc.get_stats()[0]["collections"]
+            self._collections = _collections()
             self.full_passes += 1
 
     def finish(self) -> None:
@@ -95,3 +95,7 @@ class RunCollector:
         gc.unfreeze()
         gc.set_threshold(*self._host_threshold)
         self._host_threshold = None
+
+
+def _collections() -> int:
+    return sum(generation["collections"] for generation in gc.get_stats())
