@@ -12,6 +12,14 @@ heads by the best of several runs, taken alternately (`--against` does that: it 
 package with `git archive`, runs REF's own default marathon and this tree's in turn, and reports
 the ratio of the best walls), and the behaviour by the score (the runs are deterministic).
 
+Two lines before the table say what the figures were measured on. The interpreter: CPython
+builds differ by more than most changes do (the same head, 47.0 s with pyenv's default build,
+which links libpython as a shared library and has no profile-guided optimisation, and 41.1 s
+with Debian's python3.11, back to back). The machine: before each run, a fixed pure-Python
+workload (:func:`calibrate`) is timed, its best of five in ms (`calib_ms`); a run's wall divided
+by it (`wall_per_calib`) is what the marathon costs in units of this machine's speed, so a
+figure from one machine can be carried to another by timing the workload there.
+
 Each measurement runs `sremarathon run --json` in a fresh process and reads that process's own
 peak RSS from the kernel (wait4), so nothing of an earlier run is counted. The package is
 byte-compiled first, as an installed one is (pip compiles it; a checkout's first import writes
@@ -25,6 +33,7 @@ import argparse
 import compileall
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -41,10 +50,47 @@ AGENT = "pytest_sremarathon.baselines:RollbackAgent"
 PACKAGE = "pytest_sremarathon"
 
 
+def interpreter() -> str:
+    """The CPython that runs the marathons (``sys.executable``): version, path, and whether its
+    core is a shared libpython (pyenv's default build), read from this process's mapped files."""
+    maps = Path("/proc/self/maps")
+    shared = "libpython" in maps.read_text() if maps.exists() else None
+    linked = {True: "libpython shared", False: "libpython linked in", None: "libpython: unknown"}[shared]
+    return f"{platform.python_implementation()} {platform.python_version()} ({sys.executable}; {linked})"
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
+             if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def _workload() -> int:
+    """What the twin's inner loops are made of: dict reads and writes keyed by formatted
+    strings, tuples, small function calls, a sort."""
+    counts: dict[str, int] = {}
+    for i in range(200_000):
+        key = f"pod-{i % 997}"
+        counts[key] = counts.get(key, 0) + (i & 7)
+    return len(sorted(counts.items(), key=lambda kv: (kv[1], kv[0])))
+
+
+def calibrate(rounds: int = 5) -> float:
+    """The machine's speed now: the best of ``rounds`` timings of :func:`_workload`, in ms."""
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        _workload()
+        times.append(time.perf_counter() - t0)
+    return round(min(times) * 1000, 1)
+
+
 def measure(scenario: Path, out: Path, package_root: Optional[Path] = None) -> dict:
     """One run of ``scenario`` in a fresh process; ``package_root``: import the package from
     there instead (another revision's, see :func:`export`)."""
     env = dict(os.environ)
+    calib_ms = calibrate()
     if package_root is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(package_root), env.get("PYTHONPATH"))))
     t0 = time.perf_counter()
@@ -64,13 +110,14 @@ def measure(scenario: Path, out: Path, package_root: Optional[Path] = None) -> d
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),  # (its children's too: git, the agent)
             "virtual_h": result["virtual_seconds"] / 3600, "speedup": round(result["virtual_seconds"] / wall),
             "peak_rss_mb": round(usage.ru_maxrss / 1024), "faults": len(result["faults"]),
-            "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2)}
+            "score": result["score"], "bundle_mb": round(Path(result["bundle"]).stat().st_size / 2**20, 2),
+            "calib_ms": calib_ms, "wall_per_calib": round(result["wall_seconds"] * 1000 / calib_ms)}
 
 
 def best(runs: list[dict]) -> dict:
     """The fastest of repeated runs of one scenario: the least time, the largest memory."""
     out = dict(runs[0])
-    for key in ("wall_process_s", "wall_marathon_s", "cpu_s"):
+    for key in ("wall_process_s", "wall_marathon_s", "cpu_s", "calib_ms", "wall_per_calib"):
         out[key] = min(r[key] for r in runs)
     out["speedup"] = max(r["speedup"] for r in runs)
     out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
@@ -137,6 +184,8 @@ def main() -> None:
                                    schedule=dict(base["schedule"], faults=faults))
                 rows.append((f"{len(base['apps'])} apps, {hours} h", measure(scenario, tmp / "runs")))
     keys = list(rows[0][1])
+    print(f"interpreter: {interpreter()}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.platform()}")
     print(f"{'run':<18}" + "".join(f"{k:>17}" for k in keys))
     for name, row in rows:
         print(f"{name:<18}" + "".join(f"{row[k]!s:>17}" for k in keys))
