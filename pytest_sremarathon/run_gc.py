@@ -16,9 +16,9 @@ cyclic objects a virtual hour). So:
   have grown by :data:`FULL_PASS_GROWTH` objects since the last. The growth is read in O(1)
   from the young generation's count (allocations less deallocations since it was last emptied)
   at each freeze, plus a young generation's worth for each collection during the tick (any
-  collection empties it into an older one): an upper bound. ``gc.get_freeze_count()`` would be exact, but it walks the frozen list, and
-  a walk of the default marathon's 0.8 M frozen objects is all cache misses: 13 walks (one
-  every 120 ticks) took 0.87 s of its wall;
+  collection empties it into an older one): an upper bound. ``gc.get_freeze_count()`` would
+  be exact, but it walks the frozen list, and a walk of the default marathon's 0.8 M frozen
+  objects is all cache misses: 13 walks (one every 120 ticks) took 0.87 s of its wall;
 - at the end, everything goes back to the oldest generation and the host's thresholds come
   back, so a host that runs several marathons gets each run's memory back at its next full
   collection (tests/test_host_memory.py).
