@@ -18,7 +18,7 @@ which links libpython as a shared library and has no profile-guided optimisation
 with Debian's python3.11, back to back). The machine: before each run, a fixed pure-Python
 workload (:func:`calibrate`) is timed, its best of five in ms (`calib_ms`); a run's wall divided
 by it (`wall_per_calib`) is what the marathon costs in units of this machine's speed: a rough
-way to carry a figure from one machine to another (on one machine it read 885–1240 for one
+way to carry a figure from one machine to another (on one machine it read 842–1345 for one
 build as the machine's speed drifted; docs/INTERNALS.md).
 
 Each measurement runs `sremarathon run --json` in a fresh process and reads that process's own
