@@ -61,8 +61,7 @@ class RunCollector:
         if self.running:
             return
         gc.freeze()
-        self._grown = 0
-        self._collections = _collections()
+        self._restart_growth()
         self._host_threshold = gc.get_threshold()
         gc.set_threshold(*RUN_GC_THRESHOLD)
 
@@ -79,9 +78,13 @@ class RunCollector:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
-            self._grown = 0
-            self._collections = _collections()
+            self._restart_growth()
             self.full_passes += 1
+
+    def _restart_growth(self) -> None:
+        """Count the heap's growth from here (the start, or a full pass)."""
+        self._grown = 0
+        self._collections = _collections()
 
     def finish(self) -> None:
         """Give the host its collector back. What the run froze is garbage once the run is
@@ -89,7 +92,7 @@ class RunCollector:
         collectable as before they were frozen. Freezing first sends the last tick's survivors
         there too: under the host's thresholds the next young collection would otherwise walk
         them all; the host's next full collection frees what is garbage."""
-        if self._host_threshold is None:
+        if self._host_threshold is None:  # (not running)
             return
         gc.freeze()
         gc.unfreeze()
