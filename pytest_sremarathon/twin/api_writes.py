@@ -17,7 +17,7 @@ from ..k8s.selectors import selector_string
 from ..k8s.store import RESOURCE_TYPES, ApiError, ResourceType, Store, iso
 from ..policy import Decision, MutationRequest
 from ..serving.http import Admission
-from . import admission_quota, defaults, disruption, priority, serviceaccounts
+from . import admission_quota, defaults, disruption, priority, serviceaccounts, volumes
 from . import patch as patching
 from .api_common import (
     JSON,
@@ -191,6 +191,7 @@ class ObjectWrites:
             defaults.initial_status(obj)
             defaults.validate(obj)
             admission_quota.admit(self.store, obj)  # LimitRange defaults, then quota: 403 when over
+            volumes.protect(obj)  # a claim's or a volume's in-use protection finalizer
             if rt.kind == "Service":
                 self._allocate_service(obj)
             if rt.kind == "Pod":
@@ -258,9 +259,11 @@ class ObjectWrites:
                 new["status"] = copy.deepcopy(current["status"])
             else:
                 new.pop("status", None)
-        for f in ("deletionTimestamp", "generation", "uid", "creationTimestamp"):
+        for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "uid", "creationTimestamp"):
             if f in cur_md:
                 md[f] = cur_md[f]
+            elif f.startswith("deletion"):  # (only a DELETE starts a deletion)
+                md.pop(f, None)
         if md.get("labels") is None:
             md.pop("labels", None)
         untouched_spec = "spec" in current and canonical(new.get("spec")) == canonical(current["spec"])
@@ -333,12 +336,18 @@ class ObjectWrites:
         return self._mutate(ctx, "update", rt, ns, name, subresource, plan)
 
     def _replace(self, rt: ResourceType, new: dict[str, Any]) -> dict[str, Any]:
+        """Store an update's result. An object being deleted goes once the update leaves it no
+        finalizer, as the real registry deletes it then (its dependents with it)."""
         try:
-            return self.store.replace(new)
+            replaced = self.store.replace(new)
         except ApiError as e:
             if e.reason == "Conflict":
                 raise conflict(rt, new["metadata"]["name"]) from None
             raise
+        md = replaced["metadata"]
+        if md.get("deletionTimestamp") and not md.get("finalizers"):
+            return self._delete_now(rt, replaced, {})
+        return replaced
 
     def _apply_patch_body(self, ctx: Ctx, kind: str, current: Optional[dict[str, Any]], body: Any) -> dict[str, Any]:
         ctype = ctx.content_type
@@ -492,6 +501,25 @@ class ObjectWrites:
                                             f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                             f"{md.get('resourceVersion')}")
 
+    def _delete_or_mark(self, rt: ResourceType, obj: dict[str, Any], opts: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """A DELETE's effect: an object with ``metadata.finalizers`` stays, marked with a
+        ``deletionTimestamp`` (kubectl shows it Terminating) until updates have removed every
+        finalizer (:meth:`_replace`) — the controllers that own them do that, e.g. the claim
+        protection of :mod:`.volumes`; any other is deleted now. (the object, deleted now?)
+        Store lock held."""
+        md = obj["metadata"]
+        if not md.get("finalizers"):
+            return self._delete_now(rt, obj, opts), True
+        if md.get("deletionTimestamp"):
+            return obj, False
+        marked = copy.deepcopy(obj)
+        mmd = marked["metadata"]
+        mmd["deletionTimestamp"] = iso(self.store.clock())
+        mmd["deletionGracePeriodSeconds"] = 0
+        if "generation" in mmd:  # (the registry counts the deletion as a change of the object)
+            mmd["generation"] += 1
+        return self.store.replace(marked, check_rv=False), False
+
     def _delete_now(self, rt: ResourceType, obj: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
         """Delete ``obj`` and (unless orphaning) its dependents. Store lock held."""
         md = obj["metadata"]
@@ -545,8 +573,9 @@ class ObjectWrites:
             base_rv = current["metadata"]["resourceVersion"]
 
             def commit() -> tuple[int, bytes]:
-                deleted = self._delete_now(rt, current, opts)
-                return 200, self._delete_response(rt, deleted)
+                deleted, now = self._delete_or_mark(rt, current, opts)
+                # (an object left waiting for its finalizers is answered as it now stands)
+                return 200, self._delete_response(rt, deleted) if now else self._obj_json(deleted)
 
             return Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit,
                          lambda obj: self._delete_response(rt, obj))
@@ -566,7 +595,7 @@ class ObjectWrites:
                 for v in victims:
                     md = v["metadata"]
                     if self.store.get(rt.kind, md.get("namespace"), md["name"]) is v:
-                        gone.append(self._delete_now(rt, v, opts))
+                        gone.append(self._delete_or_mark(rt, v, opts)[0])
                 return 200, dumps({"kind": rt.kind + "List", "apiVersion": rt.group_version,
                                     "metadata": {"resourceVersion": str(self.store.resource_version)},
                                     "items": gone})
@@ -594,7 +623,7 @@ class ObjectWrites:
             base_rv = current["metadata"]["resourceVersion"]
 
             def commit() -> tuple[int, bytes]:
-                self._delete_now(rt, current, opts)
+                self._delete_or_mark(rt, current, opts)
                 return 201, dumps(status_success(201))
 
             return Plan(current, self._rv_unchanged(rt, ns, name, base_rv), commit,

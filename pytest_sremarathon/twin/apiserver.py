@@ -39,7 +39,9 @@ that status. A dry run (``dryRun=All``) is decided but only recorded when denied
 would return Secret data (get, list or watch of ``secrets`` as objects, not as a table or
 metadata) go to ``admission.decide`` too, with a read verb; only their denials are recorded.
 
-Deletion is immediate (no graceful termination, no finalizers): deleting an object deletes its
+Deletion is immediate (no graceful termination) unless the object has ``metadata.finalizers``:
+then it gets a ``deletionTimestamp`` and goes once updates have removed them all (claims and
+volumes carry their in-use protection, :mod:`.volumes`). Deleting an object deletes its
 dependents (objects whose ``ownerReferences`` name its uid, recursively) unless
 ``propagationPolicy=Orphan``, and deleting a Namespace deletes everything in it. Objects
 written through the API get the real server's defaults (:mod:`.defaults`) and validation;

@@ -421,6 +421,12 @@ def validate(obj: dict[str, Any], old: Optional[dict[str, Any]] = None) -> None:
                                                           "and end with an alphanumeric character")
         else:
             _check_name(errs, "metadata.name", md["name"], _DNS1123_SUBDOMAIN, "subdomain")
+    old_md = (old or {}).get("metadata") or {}
+    if old_md.get("deletionTimestamp"):
+        added = [f for f in md.get("finalizers") or [] if f not in (old_md.get("finalizers") or [])]
+        if added:
+            errs.forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted, "
+                                                  f"found new finalizers []string{{{', '.join(_go_repr(f) for f in added)}}}")
     for field in ("labels", "annotations"):
         value = md.get(field)
         if value is not None and not isinstance(value, dict):

@@ -23,6 +23,7 @@ from ..k8s.objects import (
 )
 from ..k8s.store import Store
 from .defaults import default_pod_spec, qos_class
+from .volumes import PVC_PROTECTION
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -192,6 +193,10 @@ class StatefulSetController:
                 if ordered:
                     break
                 continue
+            if (pod.get("status") or {}).get("phase") == "Pending":
+                # a pending pod's claims are made again if they went (deleted while it waited)
+                for tmpl in spec.get("volumeClaimTemplates") or []:
+                    self._ensure_claim(sts, tmpl, i)
             if ordered and not (pod_is_ready(pod) and pod_is_active(pod)):
                 break
         else:
@@ -273,7 +278,8 @@ class StatefulSetController:
         spec = copy.deepcopy(tmpl.get("spec") or {})
         spec.setdefault("volumeMode", "Filesystem")
         claim: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                 "metadata": {"name": cname, "namespace": ns, "labels": labels},
+                                 "metadata": {"name": cname, "namespace": ns, "labels": labels,
+                                              "finalizers": [PVC_PROTECTION]},
                                  "spec": spec, "status": {"phase": "Pending"}}
         if tmd.get("annotations"):
             claim["metadata"]["annotations"] = dict(tmd["annotations"])

@@ -526,7 +526,8 @@ def _pvc(obj: dict[str, Any], now: datetime) -> list[Any]:
     spec, status, md = obj.get("spec") or {}, obj.get("status") or {}, obj["metadata"]
     bound = status.get("phase") == "Bound"
     capacity = (status.get("capacity") or {}).get("storage", "") if bound else ""
-    return [md["name"], status.get("phase", ""), spec.get("volumeName", ""), capacity,
+    return [md["name"], "Terminating" if md.get("deletionTimestamp") else status.get("phase", ""),
+            spec.get("volumeName", ""), capacity,
             _access_modes(status.get("accessModes")) if bound else "", spec.get("storageClassName") or "",
             spec.get("volumeAttributesClassName") or "<unset>", since(md.get("creationTimestamp"), now),
             spec.get("volumeMode", "Filesystem")]
@@ -537,7 +538,8 @@ def _pv(obj: dict[str, Any], now: datetime) -> list[Any]:
     ref = spec.get("claimRef") or {}
     claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
     return [md["name"], (spec.get("capacity") or {}).get("storage", ""), _access_modes(spec.get("accessModes")),
-            spec.get("persistentVolumeReclaimPolicy", ""), status.get("phase", ""), claim,
+            spec.get("persistentVolumeReclaimPolicy", ""),
+            "Terminating" if md.get("deletionTimestamp") else status.get("phase", ""), claim,
             spec.get("storageClassName", ""), spec.get("volumeAttributesClassName") or "<unset>",
             status.get("reason", ""), since(md.get("creationTimestamp"), now), spec.get("volumeMode", "Filesystem")]
 

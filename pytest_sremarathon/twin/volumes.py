@@ -2,7 +2,10 @@
 StorageClass assigned to claims that name none, reclaiming released volumes), a dynamic
 provisioner for the cluster's StorageClasses, claim expansion, and the scheduler's volume
 binding checks (a pod whose claim cannot bind stays Pending with the real message; a pod
-whose claim is bound to a zonal volume only fits nodes of that zone).
+whose claim is bound to a zonal volume only fits nodes of that zone), and storage object in-use
+protection: every claim and volume carries its protection finalizer (:func:`protect`, what the
+admission plugin adds), so a claim deleted while a scheduled pod still uses it stays
+Terminating until that pod is gone, and a volume deleted while bound until it is released.
 
 Provisioning is synchronous: the real provisioner answers within seconds, well inside a tick.
 """
@@ -29,6 +32,24 @@ COMPONENT = "persistentvolume-controller"
 INPUT_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 AFFINITY_CONFLICT = "node(s) had volume node affinity conflict"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+_PROTECTION = {"PersistentVolumeClaim": PVC_PROTECTION, "PersistentVolume": PV_PROTECTION}
+
+
+def protect(obj: dict[str, Any]) -> None:
+    """The StorageObjectInUseProtection admission plugin: a new claim or volume gets its
+    protection finalizer (whoever creates it: a client, the StatefulSet controller, the
+    provisioner); any other object is left alone."""
+    finalizer = _PROTECTION.get(obj.get("kind", ""))
+    if finalizer is not None:
+        finalizers = obj.setdefault("metadata", {}).setdefault("finalizers", [])
+        if finalizer not in finalizers:
+            finalizers.append(finalizer)
+
+
+def being_deleted(obj: dict[str, Any]) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
 
 
 def default_storage_class() -> dict[str, Any]:
@@ -62,16 +83,58 @@ class VolumeController:
         self.store = store
         self.events = events
         self._synced: tuple[int, ...] = ()  # the input kinds' versions after the last pass
+        self._in_use_held = False  # did the last pass keep a deleted claim for a pod using it?
 
     # -- the PersistentVolume controller -------------------------------------------------------
+    def _inputs(self) -> tuple[int, ...]:
+        """What a pass reads: the storage kinds, and the pods while a deleted claim waits for
+        the pods using it to go."""
+        kinds = (*INPUT_KINDS, "Pod") if self._in_use_held else INPUT_KINDS
+        return self.store.kind_version(*kinds)
+
     def reconcile(self) -> None:
-        if self.store.kind_version(*INPUT_KINDS) == self._synced:
-            return  # a pass reads these kinds alone
+        if self._inputs() == self._synced:
+            return
+        self._in_use_held = False
         for claim in list(self.store.list("PersistentVolumeClaim")):
-            self.sync_claim(claim)
+            if being_deleted(claim):
+                self._release_claim(claim)
+            else:
+                self.sync_claim(claim)
         for pv in list(self.store.list("PersistentVolume")):
             self._sync_volume(pv)
-        self._synced = self.store.kind_version(*INPUT_KINDS)
+            if being_deleted(pv) and self.store.get("PersistentVolume", None, pv["metadata"]["name"]) is pv:
+                self._release_volume(pv)
+        self._synced = self._inputs()
+
+    # -- in-use protection (the pvc-protection and pv-protection controllers) ------------------
+    def _in_use(self, claim: dict[str, Any]) -> bool:
+        """Does a scheduled pod that has not finished use the claim? (An unscheduled pod does
+        not hold it: the kubelet never starts a pod on a claim being deleted.)"""
+        name = claim["metadata"]["name"]
+        return any(p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                   and name in _claims_of(p) for p in self.store.list("Pod", claim["metadata"]["namespace"]))
+
+    def _release_claim(self, claim: dict[str, Any]) -> None:
+        if PVC_PROTECTION in (claim["metadata"].get("finalizers") or []):
+            if self._in_use(claim):
+                self._in_use_held = True
+                return
+            self._drop_finalizer(claim, PVC_PROTECTION)
+
+    def _release_volume(self, pv: dict[str, Any]) -> None:
+        if PV_PROTECTION in (pv["metadata"].get("finalizers") or []) and \
+                (pv.get("status") or {}).get("phase") != "Bound":
+            self._drop_finalizer(pv, PV_PROTECTION)
+
+    def _drop_finalizer(self, obj: dict[str, Any], finalizer: str) -> None:
+        """Remove one finalizer of an object being deleted: the last one gone, so is the object."""
+        md = obj["metadata"]
+        md["finalizers"] = [f for f in md.get("finalizers") or [] if f != finalizer]
+        if md["finalizers"]:
+            self.store.touch(obj)
+        else:
+            self.store.delete(obj["kind"], md.get("namespace"), md["name"])
 
     def default_class(self) -> Optional[dict[str, Any]]:
         for sc in self.store.list("StorageClass"):
@@ -162,7 +225,7 @@ class VolumeController:
         name = f"pvc-{md['uid']}"
         pv = self.store.create({"apiVersion": "v1", "kind": "PersistentVolume",
                                 "metadata": {"name": name, "annotations": {
-                                    "pv.kubernetes.io/provisioned-by": provisioner}},
+                                    "pv.kubernetes.io/provisioned-by": provisioner}, "finalizers": [PV_PROTECTION]},
                                 "spec": pv_spec, "status": {"phase": "Available"}})
         self.events.record(claim, "Normal", "ProvisioningSucceeded",
                            f"Successfully provisioned volume {name}", f"{provisioner}_twin-provisioner")
@@ -226,6 +289,8 @@ class VolumeController:
             claim = self.store.get("PersistentVolumeClaim", ns, name)
             if claim is None:
                 return f'persistentvolumeclaim "{name}" not found'
+            if being_deleted(claim):
+                return f'persistentvolumeclaim "{name}" is being deleted'
             if (claim.get("status") or {}).get("phase") == "Bound":
                 continue
             sc = self.store.get("StorageClass", None, claim["spec"].get("storageClassName") or "")
