@@ -505,8 +505,8 @@ class ObjectWrites:
         """A DELETE's effect: an object with ``metadata.finalizers`` stays, marked with a
         ``deletionTimestamp`` (kubectl shows it Terminating) until updates have removed every
         finalizer (:meth:`_replace`) — the controllers that own them do that, e.g. the claim
-        protection of :mod:`.volumes`; any other is deleted now. (the object, deleted now?)
-        Store lock held."""
+        protection of :mod:`.volumes`; any other is deleted now. Returns the object and whether
+        it is gone. Store lock held."""
         md = obj["metadata"]
         if not md.get("finalizers"):
             return self._delete_now(rt, obj, opts), True

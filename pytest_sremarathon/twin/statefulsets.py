@@ -23,7 +23,7 @@ from ..k8s.objects import (
 )
 from ..k8s.store import Store
 from .defaults import default_pod_spec, qos_class
-from .volumes import PVC_PROTECTION
+from .volumes import protect
 
 POD_NAME = "statefulset.kubernetes.io/pod-name"
 POD_INDEX = "apps.kubernetes.io/pod-index"
@@ -278,14 +278,14 @@ class StatefulSetController:
         spec = copy.deepcopy(tmpl.get("spec") or {})
         spec.setdefault("volumeMode", "Filesystem")
         claim: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                 "metadata": {"name": cname, "namespace": ns, "labels": labels,
-                                              "finalizers": [PVC_PROTECTION]},
+                                 "metadata": {"name": cname, "namespace": ns, "labels": labels},
                                  "spec": spec, "status": {"phase": "Pending"}}
         if tmd.get("annotations"):
             claim["metadata"]["annotations"] = dict(tmd["annotations"])
         retention = sts["spec"].get("persistentVolumeClaimRetentionPolicy") or {}
         if retention.get("whenDeleted") == "Delete":
             claim["metadata"]["ownerReferences"] = [owner_ref(sts)]
+        protect(claim)
         self.store.create(claim)
         self.events.record(sts, "Normal", "SuccessfulCreate",
                            f"create Claim {cname} Pod {name}-{ordinal} in StatefulSet {name} success", COMPONENT)

@@ -223,10 +223,11 @@ class VolumeController:
             pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": ZONE, "operator": "In", "values": zones}]}]}}
         name = f"pvc-{md['uid']}"
-        pv = self.store.create({"apiVersion": "v1", "kind": "PersistentVolume",
-                                "metadata": {"name": name, "annotations": {
-                                    "pv.kubernetes.io/provisioned-by": provisioner}, "finalizers": [PV_PROTECTION]},
-                                "spec": pv_spec, "status": {"phase": "Available"}})
+        volume: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolume",
+                                  "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": provisioner}},
+                                  "spec": pv_spec, "status": {"phase": "Available"}}
+        protect(volume)
+        pv = self.store.create(volume)
         self.events.record(claim, "Normal", "ProvisioningSucceeded",
                            f"Successfully provisioned volume {name}", f"{provisioner}_twin-provisioner")
         self._bind(claim, pv)
